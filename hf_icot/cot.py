@@ -347,4 +347,3 @@ def truncate_example(example: Mapping[str, Any], spec: TruncationSpec, tokenizer
 def cot_token_count(example: Mapping[str, Any], tokenizer: Any = None) -> int:
     """Number of CoT tokens of ``example`` under ``tokenizer`` (words without one)."""
     return sum(len(toks) for toks in tokenize_steps(example["cot"], tokenizer))
-
