@@ -1,0 +1,1 @@
+"""Task dataset generators and their publishing to the Hugging Face Hub."""
