@@ -1,0 +1,475 @@
+"""Evaluate ICoT models: greedy generation, exact match of answers and CoTs per split, inference speed.
+
+A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :mod:`hf_icot.collator`). Each
+*mode* asks the model a question in one of the ways it was trained for:
+
+* ``"explicit"`` — prompt ``question <eos>``; the model writes ``cot <eos> #### answer <eos>``;
+* ``"implicit"`` — prompt ``question <eos> <eos>`` (an empty CoT); the model writes ``#### answer <eos>``;
+* ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units, then
+  ``<eos> #### answer <eos>``.
+
+In every mode the answer is closed by the third ``<eos>`` of the sequence, so generation of a row stops once its
+prompt plus continuation hold three; a batch ends when all its rows have stopped.
+
+Teacher-forced metrics for ``Trainer(compute_metrics=...)`` come from :func:`make_compute_metrics`. Every exact match
+here is computed by the metric shipped in :mod:`hf_icot.metrics`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from hf_icot.collator import encode_prompt, encode_text, split_generation
+from hf_icot.cot import ANSWER_PREFIX, TruncationSpec, cot_token_count, truncate_example
+from hf_icot.metrics import load_exact_match
+
+#: Number of ``<eos>`` in a full model sequence; the last one closes the answer.
+EOS_PER_SEQUENCE = 3
+BASE_MODES = ("implicit", "explicit")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Modes
+
+
+def parse_mode(mode: str) -> tuple[str, int | None]:
+    """Split a mode name into its prompt mode and hint: ``"explicit"`` -> ``("explicit", None)``,
+    ``"hint=3"`` -> ``("hint", 3)``.
+
+    Raises:
+        ValueError: any other name.
+    """
+    if mode in BASE_MODES:
+        return mode, None
+    if mode.startswith("hint=") and mode[len("hint=") :].isdigit():
+        return "hint", int(mode[len("hint=") :])
+    raise ValueError(f"evaluation mode {mode!r} is unknown; allowed: 'implicit', 'explicit' or 'hint=k' with k >= 0.")
+
+
+def _expand_modes(modes: Sequence[str], hint_lengths: Sequence[int] | None) -> list[str]:
+    if isinstance(modes, str):
+        modes = (modes,)
+    expanded = list(modes) + [f"hint={k}" for k in (hint_lengths or ())]
+    for mode in expanded:
+        parse_mode(mode)
+    if not expanded:
+        raise ValueError("no evaluation modes were given; pass e.g. modes=('implicit', 'explicit').")
+    return list(dict.fromkeys(expanded))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Generation
+
+
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model whose ``forward`` signature tells what it accepts (PEFT wrappers forward ``**kwargs`` to it)."""
+    get_base_model = getattr(model, "get_base_model", None)
+    return get_base_model() if callable(get_base_model) else model
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    device = getattr(model, "device", None)
+    return device if isinstance(device, torch.device) else next(model.parameters()).device
+
+
+@contextlib.contextmanager
+def _inference(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode without autograd, restoring the model's training mode afterwards (even on error)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+
+
+class _ForwardInputs:
+    """Which optional inputs the model's ``forward`` takes; transformers 5 renamed ``past_key_values`` to ``cache``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        parameters = inspect.signature(_unwrapped(model).forward).parameters
+        self.position_ids = "position_ids" in parameters
+        self.logits_to_keep = "logits_to_keep" in parameters
+        self.use_cache = "use_cache" in parameters
+        self.cache = next((name for name in ("cache", "past_key_values") if name in parameters), None)
+
+
+def _chunks(prompts: Sequence[Sequence[int]], batch_size: int, same_length: bool) -> list[list[int]]:
+    """Batches of prompt indices, shortest prompts first so that batches carry little padding; with ``same_length``
+    a batch never mixes lengths (for models that cannot take the position ids left padding needs)."""
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    batches: list[list[int]] = []
+    for i in order:
+        fits = batches and len(batches[-1]) < batch_size
+        if fits and same_length and len(prompts[batches[-1][0]]) != len(prompts[i]):
+            fits = False
+        if fits:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _generate_batch(
+    model: torch.nn.Module,
+    prompts: list[Sequence[int]],
+    eos_left: list[int] | None,
+    max_new_tokens: int,
+    pad_id: int,
+    eos_id: int,
+    inputs: _ForwardInputs,
+) -> list[list[int]]:
+    device = _model_device(model)
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        attention[row, width - len(prompt) :] = 1
+    ids, attention = ids.to(device), attention.to(device)  # (B, T)
+    # Left padding shifts each row's tokens right, so positions count real tokens only (as generate() does).
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, T)
+    remaining = torch.tensor(eos_left if eos_left is not None else [0] * len(prompts), device=device)
+    finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    new_tokens, cache = [], None
+    step_ids, step_positions = ids, positions
+    for _ in range(max_new_tokens):
+        kwargs: dict[str, Any] = {"input_ids": step_ids, "attention_mask": attention}
+        if inputs.use_cache:
+            kwargs["use_cache"] = True
+        if inputs.position_ids:
+            kwargs["position_ids"] = step_positions
+        if inputs.logits_to_keep:
+            kwargs["logits_to_keep"] = 1
+        if inputs.cache is not None and cache is not None:
+            kwargs[inputs.cache] = cache
+        output = model(**kwargs)
+        next_ids = output.logits[:, -1, :].argmax(dim=-1)  # (B,)
+        next_ids = torch.where(finished, torch.full_like(next_ids, pad_id), next_ids)
+        new_tokens.append(next_ids)
+        if eos_left is not None:
+            remaining = remaining - ((next_ids == eos_id) & ~finished).long()
+            finished = finished | (remaining <= 0)
+            if bool(finished.all()):
+                break
+        cache = getattr(output, inputs.cache) if inputs.cache is not None else None
+        ids = torch.cat([ids, next_ids[:, None]], dim=1)
+        positions = torch.cat([positions, positions[:, -1:] + 1], dim=1)
+        attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
+        # Without a KV cache the whole sequence is fed again at every step.
+        step_ids, step_positions = (ids[:, -1:], positions[:, -1:]) if cache is not None else (ids, positions)
+    generated = torch.stack(new_tokens, dim=1).tolist()  # (B, steps)
+    if eos_left is None:
+        return generated
+    out = []
+    for row, tokens in zip(eos_left, generated):
+        seen, end = 0, len(tokens)
+        for index, token in enumerate(tokens):
+            seen += token == eos_id
+            if seen >= row:
+                end = index + 1
+                break
+        out.append(tokens[:end])
+    return out
+
+
+def generate_batched(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    batch_size: int = 64,
+    stop_after_answer: bool = True,
+) -> list[list[int]]:
+    """Greedy continuations of token-id prompts, generated in left-padded batches with a KV cache.
+
+    Args:
+        model: a causal LM (``transformers`` model, possibly PEFT-wrapped, on any device); put in eval mode during
+            generation and restored afterwards.
+        tokenizer: gives ``eos_token_id`` and ``pad_token_id`` (``eos`` when None).
+        prompts: token ids per prompt, e.g. from :func:`hf_icot.collator.encode_prompt`.
+        max_new_tokens: at most this many tokens per continuation.
+        batch_size: prompts per forward pass.
+        stop_after_answer: stop a row at the ``<eos>`` that closes the answer (the third of the sequence, see the
+            module docstring); otherwise every continuation has ``max_new_tokens`` tokens.
+
+    Returns:
+        For each prompt, in order, the generated ids (the closing ``<eos>`` included when reached), without padding.
+
+    Raises:
+        ValueError: an empty prompt list or prompt, a non-positive ``max_new_tokens`` or ``batch_size``, a tokenizer
+            without an eos token, or (with ``stop_after_answer``) a prompt already holding three ``<eos>``.
+    """
+    if not prompts:
+        raise ValueError("generate_batched got no prompts; pass at least one list of token ids.")
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens {max_new_tokens!r} is not allowed; it must be an integer >= 1.")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size {batch_size!r} is not allowed; it must be an integer >= 1.")
+    eos_id = tokenizer.eos_token_id
+    if eos_id is None:
+        raise ValueError("the tokenizer has no eos_token_id; hf_icot sequences use <eos> as separator, so set one.")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    eos_left = None
+    if stop_after_answer:
+        eos_left = [EOS_PER_SEQUENCE - list(p).count(eos_id) for p in prompts]
+        for index, left in enumerate(eos_left):
+            if left < 1:
+                raise ValueError(
+                    f"prompt {index} already holds {EOS_PER_SEQUENCE - left} <eos> tokens, so its answer is closed; "
+                    "a prompt ends before the answer (see hf_icot.collator.encode_prompt)."
+                )
+    for index, prompt in enumerate(prompts):
+        if len(prompt) == 0:
+            raise ValueError(f"prompt {index} is empty; every prompt needs at least one token.")
+
+    inputs = _ForwardInputs(model)
+    results: list[list[int]] = [[] for _ in prompts]
+    with _inference(model):
+        for batch in _chunks(prompts, batch_size, same_length=not inputs.position_ids):
+            continuations = _generate_batch(
+                model,
+                [prompts[i] for i in batch],
+                [eos_left[i] for i in batch] if eos_left is not None else None,
+                max_new_tokens,
+                pad_id,
+                eos_id,
+                inputs,
+            )
+            for i, continuation in zip(batch, continuations):
+                results[i] = continuation
+    return results
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exact match of generations
+
+
+def gold_cot_text(
+    example: Mapping[str, Any], tokenizer: Any, hint: int | None = None, hint_unit: str = "token"
+) -> str:
+    """The CoT a model should write for ``example``: all steps joined by spaces, or under a hint of ``k`` units the
+    last ``k`` (the curriculum removes CoT from the left, so a mixture model asked for ``k`` units writes the ones
+    nearest the answer), as :func:`hf_icot.cot.truncate` keeps them with a saturated left removal of ``total - k``."""
+    if hint is None:
+        return " ".join(example["cot"])
+    total = cot_token_count(example, tokenizer) if hint_unit == "token" else len(example["cot"])
+    spec = TruncationSpec(unit=hint_unit, which="left", count=max(total - hint, 0), saturate=True)
+    return " ".join(truncate_example(example, spec, tokenizer)["cot"])
+
+
+def _continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str, hint: int | None) -> int:
+    """Tokens of the gold continuation in ``mode``: CoT (if any), ``<eos> #### answer <eos>``."""
+    answer = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
+    if mode == "implicit":
+        return answer
+    cot = cot_token_count(example, tokenizer)
+    return (cot if hint is None else min(hint, cot)) + 1 + answer
+
+
+def default_max_new_tokens(dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str) -> int:
+    """The longest gold continuation of ``dataset`` in ``mode``, plus a quarter (at least 8 tokens) of slack so that a
+    model writing a slightly longer CoT can still reach its answer."""
+    base, hint = parse_mode(mode)
+    longest = max(_continuation_length(example, tokenizer, base, hint) for example in dataset)
+    return longest + max(8, longest // 4)
+
+
+def evaluate_generation(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    dataset: Sequence[Mapping[str, Any]],
+    modes: Sequence[str] = BASE_MODES,
+    batch_size: int = 64,
+    max_new_tokens: int | None = None,
+    hint_lengths: Sequence[int] | None = None,
+    hint_unit: str = "token",
+    return_predictions: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
+    """Generate greedily in each mode and score the answers (and CoTs) by exact match.
+
+    Args:
+        model: a causal LM trained on hf_icot sequences (possibly PEFT-wrapped, on any device).
+        tokenizer: the model's tokenizer.
+        dataset: examples of the shared schema (``question``, ``cot``, ``answer``): a ``datasets.Dataset`` or a list.
+        modes: ``"implicit"``, ``"explicit"`` and/or ``"hint=k"`` (see the module docstring).
+        batch_size: prompts per forward pass.
+        max_new_tokens: cap on generated tokens; by default :func:`default_max_new_tokens` per mode.
+        hint_lengths: adds a mode ``"hint=k"`` for each ``k``.
+        hint_unit: what a hint counts, ``"token"`` or ``"step"`` (as the mixture model was trained).
+        return_predictions: also return, per mode, one record per example (question, generated and gold CoT and
+            answer, whether each matched).
+
+    Returns:
+        ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
+        ``f"{mode}/cot_em"`` for explicit and hint modes (gold CoT: :func:`gold_cot_text`). Speeds count generation
+        only. With ``return_predictions``, the tuple ``(metrics, predictions_by_mode)``.
+
+    Raises:
+        ValueError: an empty dataset, an unknown mode or hint unit, or a bad ``max_new_tokens``/``batch_size``.
+    """
+    examples = list(dataset)
+    if not examples:
+        raise ValueError("evaluate_generation got an empty dataset; pass at least one example.")
+    if hint_unit not in ("token", "step"):
+        raise ValueError(f"hint_unit {hint_unit!r} is unknown; allowed: 'token', 'step'.")
+    metric = load_exact_match()
+    metrics: dict[str, float] = {}
+    predictions: dict[str, list[dict[str, Any]]] = {}
+    for mode in _expand_modes(modes, hint_lengths):
+        base, hint = parse_mode(mode)
+        prompts = [encode_prompt(ex["question"], tokenizer, mode=base, hint=hint) for ex in examples]
+        limit = max_new_tokens if max_new_tokens is not None else default_max_new_tokens(examples, tokenizer, mode)
+        start = time.perf_counter()
+        continuations = generate_batched(model, tokenizer, prompts, limit, batch_size)
+        seconds = max(time.perf_counter() - start, 1e-9)
+
+        parsed = [split_generation(ids, tokenizer, base) for ids in continuations]
+        gold_answers = [ex["answer"] for ex in examples]
+        answers = metric.compute(
+            predictions=[answer for _, answer in parsed], references=gold_answers, return_matches=True
+        )
+        metrics[f"{mode}/answer_em"] = answers["exact_match"]
+        cot_matches = None
+        if base != "implicit":
+            gold_cots = [gold_cot_text(ex, tokenizer, hint, hint_unit) for ex in examples]
+            cots = metric.compute(predictions=[cot for cot, _ in parsed], references=gold_cots, return_matches=True)
+            metrics[f"{mode}/cot_em"] = cots["exact_match"]
+            cot_matches = cots["matches"]
+        metrics[f"{mode}/examples_per_s"] = len(examples) / seconds
+        metrics[f"{mode}/tokens_per_s"] = sum(len(ids) for ids in continuations) / seconds
+        if return_predictions:
+            predictions[mode] = [
+                {
+                    "question": ex["question"],
+                    "generated_cot": cot,
+                    "generated_answer": answer,
+                    "gold_cot": gold_cots[i] if cot_matches is not None else "",
+                    "gold_answer": ex["answer"],
+                    "answer_correct": bool(answers["matches"][i]),
+                    "cot_correct": bool(cot_matches[i]) if cot_matches is not None else None,
+                    "generated_ids": continuations[i],
+                }
+                for i, (ex, (cot, answer)) in enumerate(zip(examples, parsed))
+            ]
+    return (metrics, predictions) if return_predictions else metrics
+
+
+def _split_order(name: str) -> tuple[int, str]:
+    rank = {"validation": 0, "test": 1}
+    return rank.get(name, 2), name
+
+
+def evaluate_splits(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    dataset_dict: Mapping[str, Sequence[Mapping[str, Any]]],
+    splits: Sequence[str] | None = None,
+    modes: Sequence[str] = BASE_MODES,
+    **kwargs: Any,
+) -> dict[str, dict[str, float]]:
+    """:func:`evaluate_generation` on several splits: by default every split but ``train`` (validation, test and each
+    ``test_ood_*``), each with its own default ``max_new_tokens`` (OOD splits may have longer CoTs).
+
+    ``kwargs`` go to :func:`evaluate_generation` (``return_predictions`` excepted). :func:`flatten_split_metrics`
+    turns the result into keys like ``"test_ood_p0_9/implicit/answer_em"``.
+
+    Raises:
+        ValueError: a requested split the dataset lacks (the message lists those it has), or no split to evaluate.
+    """
+    if kwargs.get("return_predictions"):
+        raise ValueError("evaluate_splits returns metrics only; call evaluate_generation per split for predictions.")
+    available = list(dataset_dict.keys())
+    if splits is None:
+        splits = sorted((name for name in available if name != "train"), key=_split_order)
+    for name in splits:
+        if name not in dataset_dict:
+            raise ValueError(f"split {name!r} is not in the dataset; it has: {', '.join(available)}.")
+    if not splits:
+        raise ValueError(f"no split to evaluate; the dataset has only: {', '.join(available) or 'nothing'}.")
+    return {name: evaluate_generation(model, tokenizer, dataset_dict[name], modes=modes, **kwargs) for name in splits}
+
+
+def flatten_split_metrics(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """``{"test": {"implicit/answer_em": x}}`` -> ``{"test/implicit/answer_em": x}`` (for loggers and cards)."""
+    return {f"{split}/{key}": value for split, metrics in results.items() for key, value in metrics.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Teacher-forced metrics for Trainer
+
+
+def preprocess_logits_for_metrics(logits: torch.Tensor | tuple, labels: torch.Tensor) -> torch.Tensor:
+    """Keep only the argmax ids of the logits, so evaluation stores (B, L) ids instead of (B, L, vocab) floats."""
+    if isinstance(logits, tuple):
+        logits = logits[0]
+    return logits.argmax(dim=-1)
+
+
+def make_compute_metrics(tokenizer: Any) -> Callable[[Any], dict[str, float]]:
+    """A ``compute_metrics`` for ``Trainer`` on teacher-forced hf_icot sequences.
+
+    The returned function takes an ``EvalPrediction`` whose ``predictions`` are argmax ids (use
+    :func:`preprocess_logits_for_metrics`) or logits, and whose ``label_ids`` are the collator's labels (-100 where
+    no loss). The prediction at position t is for the token at t + 1. It returns:
+
+    * ``answer_em``: fraction of examples whose answer tokens — those after the last ``####`` up to and including the
+      closing ``<eos>`` — are all predicted right;
+    * ``token_accuracy``: fraction of labelled tokens predicted right.
+
+    The function raises ValueError when a labelled row holds no ``####`` (not an hf_icot sequence).
+    """
+    marker = encode_text(ANSWER_PREFIX, tokenizer)
+    metric_holder: list[Any] = []
+
+    def compute_metrics(eval_prediction: Any) -> dict[str, float]:
+        predictions = eval_prediction.predictions
+        if isinstance(predictions, tuple):
+            predictions = predictions[0]
+        predictions, labels = np.asarray(predictions), np.asarray(eval_prediction.label_ids)
+        if predictions.ndim == 3:
+            predictions = predictions.argmax(-1)
+        predicted, target = predictions[:, :-1], labels[:, 1:]  # (B, L-1): prediction t is for token t + 1
+        labelled = target != -100
+        token_accuracy = float((predicted == target)[labelled].mean()) if labelled.any() else 0.0
+
+        answer_predictions, answer_references = [], []
+        for row in range(target.shape[0]):
+            where = np.flatnonzero(labelled[row])
+            if len(where) == 0:
+                continue
+            row_target = target[row, : where[-1] + 1].tolist()
+            start = _answer_start(row_target, marker)
+            if start is None:
+                raise ValueError(
+                    f"evaluation row {row} has no '{ANSWER_PREFIX}' among its labels; compute_metrics expects "
+                    "sequences encoded by hf_icot.collator."
+                )
+            answer_references.append(" ".join(map(str, row_target[start:])))
+            answer_predictions.append(" ".join(map(str, predicted[row, start : len(row_target)].tolist())))
+        if not metric_holder:
+            metric_holder.append(load_exact_match())
+        answer_em = (
+            metric_holder[0].compute(predictions=answer_predictions, references=answer_references)["exact_match"]
+            if answer_references
+            else 0.0
+        )
+        return {"answer_em": answer_em, "token_accuracy": token_accuracy}
+
+    return compute_metrics
+
+
+def _answer_start(tokens: list[int], marker: list[int]) -> int | None:
+    """Index just after the last occurrence of ``marker`` in ``tokens``, or None."""
+    for start in range(len(tokens) - len(marker), -1, -1):
+        if tokens[start : start + len(marker)] == marker:
+            return start + len(marker)
+    return None

@@ -1,0 +1,301 @@
+"""Evaluation: generation stops after the answer, batching does not change outputs, and exact-match scores equal
+what hand-built cases make them."""
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from datasets import Dataset, DatasetDict
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    EvalPrediction,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+from transformers.modeling_outputs import CausalLMOutput
+
+from hf_icot.collator import encode_prompt
+from hf_icot.evaluation import (
+    default_max_new_tokens,
+    evaluate_generation,
+    evaluate_splits,
+    flatten_split_metrics,
+    generate_batched,
+    gold_cot_text,
+    make_compute_metrics,
+    preprocess_logits_for_metrics,
+)
+
+WORDS = ["<pad>", "<unk>", "<eos>", "####", "+", "*", "(", ")"] + list("0123456789") + [f"<len_{k}>" for k in range(6)]
+FILLER = "("  # what the scripted model writes once its script is spent
+
+EXAMPLES = [
+    {"question": "1 2 * 3 4", "cot": ["5 6", "+ 7 8"], "answer": "9 0"},
+    {"question": "2 * 3", "cot": ["6 7", "+ 8 9"], "answer": "0 1"},
+    {"question": "3 4 * 5 6", "cot": ["7 8", "+ 9 0"], "answer": "1 2"},
+    {"question": "4 5 6 * 7 8 9 0", "cot": ["8 9 0"], "answer": "2 3 4"},
+]
+
+# What the scripted model writes after each prompt. Right/wrong per example, by mode:
+#   explicit: answers right for 0 and 2 (0.5); CoTs right for 0, 1 and 3 (0.75); 3 never closes its answer.
+#   implicit: answers right for 0, 1, 2 (0.75); each script goes on after the closing <eos>, which must not be read.
+#   hint=1:   gold CoT is the last token ("8", "9", "0", "0"); 0 is right in both, 1 has a long CoT but the right
+#             answer, 2 and 3 have no script (answer 0.5, CoT 0.25).
+SCRIPTS = {
+    "explicit": [
+        "5 6 + 7 8 <eos> #### 9 0 <eos>",
+        "6 7 + 8 9 <eos> #### 0 2 <eos>",
+        "5 6 + 7 8 <eos> #### 1 2 <eos>",
+        "8 9 0 <eos> #### 2 3 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4 4",
+    ],
+    "implicit": [
+        "#### 9 0 <eos> 7 7 <eos>",
+        "#### 0 1 <eos> <eos> 5",
+        "#### 1 2 <eos> #### 3 <eos>",
+        "#### 9 9 <eos>",
+    ],
+    "hint": ["8 <eos> #### 9 0 <eos>", "8 9 <eos> #### 0 1 <eos>", None, None],
+}
+
+
+def _word_level_tokenizer() -> PreTrainedTokenizerFast:
+    backend = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tokenizer")
+    _word_level_tokenizer().save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+class ScriptedConfig(PretrainedConfig):
+    model_type = "hf_icot_scripted_test"
+
+    def __init__(self, scripts=None, filler_id=0, vocab_size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.scripts = scripts or {}  # prompt ids joined by spaces -> continuation ids
+        self.filler_id = filler_id
+        self.vocab_size = vocab_size or len(WORDS)
+
+
+class ScriptedLM(PreTrainedModel):
+    """Writes a fixed continuation after each known prompt, one token per forward pass, without a KV cache.
+
+    It reads the real tokens of each row through ``attention_mask`` and checks that ``position_ids`` number them
+    0, 1, ... — so a left-padding mistake fails loudly instead of shifting the script.
+    """
+
+    config_class = ScriptedConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the model a device
+        self.calls = 0
+        self.post_init()
+
+    def forward(self, input_ids, attention_mask, position_ids=None, **kwargs):
+        self.calls += 1
+        logits = torch.zeros((*input_ids.shape, self.config.vocab_size), device=input_ids.device)
+        for row in range(input_ids.shape[0]):
+            real = attention_mask[row].bool()
+            if position_ids is not None:
+                assert position_ids[row][real].tolist() == list(range(int(real.sum())))
+            tokens = input_ids[row][real].tolist()
+            next_id, matched = self.config.filler_id, 0
+            for prompt, script in self.config.scripts.items():
+                prompt_ids = [int(i) for i in prompt.split()]
+                written = tokens[len(prompt_ids) :]
+                # An explicit prompt is a prefix of the implicit and hint ones: the script must also match what was
+                # written so far, and the longest prompt wins.
+                on_script = tokens[: len(prompt_ids)] == prompt_ids and written == script[: len(written)]
+                if on_script and len(prompt_ids) > matched:
+                    matched = len(prompt_ids)
+                    next_id = script[len(written)] if len(written) < len(script) else self.config.filler_id
+            logits[row, -1, next_id] = 1.0
+        return CausalLMOutput(logits=logits + self.anchor)
+
+
+class ScriptedLMWithoutPositions(ScriptedLM):
+    """Takes no ``position_ids``: left padding would misplace its tokens, so every batch must be one length."""
+
+    def forward(self, input_ids, attention_mask):
+        assert bool(attention_mask.all()), "a batch mixed prompt lengths for a model without position_ids"
+        return super().forward(input_ids, attention_mask)
+
+
+def _scripts(tokenizer, examples=EXAMPLES):
+    scripts = {}
+    for mode, continuations in SCRIPTS.items():
+        for example, text in zip(examples, continuations):
+            if text is not None:
+                prompt = encode_prompt(example["question"], tokenizer, mode=mode, hint=1 if mode == "hint" else None)
+                scripts[" ".join(map(str, prompt))] = tokenizer.convert_tokens_to_ids(text.split())
+    return scripts
+
+
+@pytest.fixture(scope="module")
+def scripted(tokenizer):
+    config = ScriptedConfig(scripts=_scripts(tokenizer), filler_id=tokenizer.convert_tokens_to_ids(FILLER))
+    return ScriptedLM(config)
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(tokenizer, tmp_path_factory):
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(WORDS), n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    config.eos_token_id = config.bos_token_id = tokenizer.eos_token_id
+    config.pad_token_id = tokenizer.pad_token_id
+    model = GPT2LMHeadModel(config)
+    # Strong position embeddings, so that a row given the wrong positions under left padding writes other tokens.
+    torch.nn.init.normal_(model.transformer.wpe.weight, std=1.0)
+    folder = tmp_path_factory.mktemp("gpt2")
+    model.save_pretrained(folder)
+    return AutoModelForCausalLM.from_pretrained(folder)
+
+
+def test_scripted_model_scores_exactly_as_built(scripted, tokenizer):
+    metrics, predictions = evaluate_generation(
+        scripted,
+        tokenizer,
+        Dataset.from_list(EXAMPLES),
+        modes=("implicit", "explicit", "hint=1"),
+        batch_size=3,
+        return_predictions=True,
+    )
+    assert metrics["implicit/answer_em"] == 0.75
+    assert "implicit/cot_em" not in metrics
+    assert metrics["explicit/answer_em"] == 0.5
+    assert metrics["explicit/cot_em"] == 0.75
+    assert metrics["hint=1/answer_em"] == 0.5
+    assert metrics["hint=1/cot_em"] == 0.25
+    assert all(
+        metrics[f"{mode}/tokens_per_s"] > 0 and metrics[f"{mode}/examples_per_s"] > 0
+        for mode in ("implicit", "explicit", "hint=1")
+    )
+
+    eos = tokenizer.eos_token_id
+    implicit = [tokenizer.convert_ids_to_tokens(p["generated_ids"]) for p in predictions["implicit"]]
+    assert implicit[0] == ["####", "9", "0", "<eos>"]  # stopped at its first <eos>, the script's tail unread
+    assert implicit[2] == ["####", "1", "2", "<eos>"]
+    explicit = predictions["explicit"]
+    assert explicit[1]["generated_ids"].count(eos) == 2 and explicit[1]["generated_ids"][-1] == eos
+    limit = default_max_new_tokens(EXAMPLES, tokenizer, "explicit")
+    assert len(explicit[3]["generated_ids"]) == limit  # never closed its answer: cut at the cap
+    assert [p["answer_correct"] for p in explicit] == [True, False, True, False]
+    assert [p["cot_correct"] for p in explicit] == [True, True, False, True]
+    assert predictions["hint=1"][1]["gold_cot"] == "9" and predictions["hint=1"][1]["generated_cot"] == "8 9"
+
+
+def test_default_token_cap_follows_the_gold_lengths_of_each_mode(tokenizer):
+    # Longest gold continuation: explicit "5 6 + 7 8 <eos> #### 9 0 <eos>" = 10 tokens; implicit "#### 2 3 4 <eos>" = 5.
+    assert default_max_new_tokens(EXAMPLES, tokenizer, "explicit") == 10 + 8
+    assert default_max_new_tokens(EXAMPLES, tokenizer, "implicit") == 5 + 8
+    assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1") == 1 + 1 + 5 + 8
+
+
+def test_gold_cot_under_a_hint_keeps_the_units_nearest_the_answer(tokenizer):
+    example = EXAMPLES[0]  # CoT tokens: 5 6 + 7 8
+    assert gold_cot_text(example, tokenizer) == "5 6 + 7 8"
+    assert gold_cot_text(example, tokenizer, hint=3) == "+ 7 8"
+    assert gold_cot_text(example, tokenizer, hint=0) == ""
+    assert gold_cot_text(example, tokenizer, hint=9) == "5 6 + 7 8"
+    assert gold_cot_text(example, tokenizer, hint=1, hint_unit="step") == "+ 7 8"
+
+
+def test_model_without_position_ids_gets_batches_of_one_prompt_length(tokenizer):
+    config = ScriptedConfig(scripts=_scripts(tokenizer), filler_id=tokenizer.convert_tokens_to_ids(FILLER))
+    metrics = evaluate_generation(ScriptedLMWithoutPositions(config), tokenizer, EXAMPLES, modes=("implicit",))
+    assert metrics["implicit/answer_em"] == 0.75
+
+
+def test_left_padded_batches_generate_what_single_prompts_do(tiny_gpt2, tokenizer):
+    questions = ["1 2 * 3", "4 * 5", "6 7 8 9 * 1 2 3", "2", "3 3 * 4 4 4"]
+    prompts = [encode_prompt(q, tokenizer, mode="explicit") for q in questions]
+    batched = generate_batched(tiny_gpt2, tokenizer, prompts, max_new_tokens=6, batch_size=4, stop_after_answer=False)
+    single = generate_batched(tiny_gpt2, tokenizer, prompts, max_new_tokens=6, batch_size=1, stop_after_answer=False)
+    assert batched == single
+    assert all(len(ids) == 6 for ids in batched)
+    # The KV-cache loop agrees with recomputing the whole sequence at every step.
+    with torch.no_grad():
+        ids = torch.tensor([prompts[2]])
+        for _ in range(6):
+            ids = torch.cat([ids, tiny_gpt2(ids).logits[:, -1:].argmax(-1)], dim=1)
+    assert batched[2] == ids[0, len(prompts[2]) :].tolist()
+
+
+def test_training_mode_is_restored_and_peft_models_generate(tiny_gpt2, tokenizer):
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=2, target_modules=["c_attn"], fan_in_fan_out=True)
+    peft_model = get_peft_model(copy.deepcopy(tiny_gpt2), lora)
+    peft_model.train()
+    prompts = [encode_prompt("1 2 * 3", tokenizer), encode_prompt("4 * 5", tokenizer, mode="implicit")]
+    out = generate_batched(peft_model, tokenizer, prompts, max_new_tokens=4, batch_size=2, stop_after_answer=False)
+    assert peft_model.training and all(m.training for m in peft_model.modules())
+    # LoRA starts as a no-op, so the wrapped model generates what the bare one does.
+    assert out == generate_batched(tiny_gpt2, tokenizer, prompts, max_new_tokens=4, stop_after_answer=False)
+
+
+def test_every_split_but_train_is_evaluated_with_flat_keys(scripted, tokenizer):
+    splits = DatasetDict(
+        {name: Dataset.from_list(EXAMPLES) for name in ("train", "test_ood_p0_9", "validation", "test")}
+    )
+    results = evaluate_splits(scripted, tokenizer, splits, modes=("implicit",))
+    assert list(results) == ["validation", "test", "test_ood_p0_9"]
+    flat = flatten_split_metrics(results)
+    assert flat["test_ood_p0_9/implicit/answer_em"] == 0.75
+    assert {"test/implicit/examples_per_s", "validation/implicit/tokens_per_s"} <= set(flat)
+    with pytest.raises(ValueError, match="split 'test_ood' is not in the dataset; it has: train"):
+        evaluate_splits(scripted, tokenizer, splits, splits=["test_ood"])
+
+
+def test_bad_inputs_are_refused_with_a_clear_message(scripted, tokenizer):
+    prompt = encode_prompt("1 2", tokenizer)
+    with pytest.raises(ValueError, match="evaluation mode 'cot' is unknown"):
+        evaluate_generation(scripted, tokenizer, EXAMPLES, modes=("cot",))
+    with pytest.raises(ValueError, match="empty dataset"):
+        evaluate_generation(scripted, tokenizer, [])
+    with pytest.raises(ValueError, match="max_new_tokens 0 is not allowed"):
+        generate_batched(scripted, tokenizer, [prompt], max_new_tokens=0)
+    with pytest.raises(ValueError, match="batch_size -1 is not allowed"):
+        generate_batched(scripted, tokenizer, [prompt], max_new_tokens=2, batch_size=-1)
+    eos = tokenizer.eos_token_id
+    with pytest.raises(ValueError, match="prompt 0 already holds 3 <eos>"):
+        generate_batched(scripted, tokenizer, [prompt + [eos, eos]], max_new_tokens=2)
+
+
+def test_compute_metrics_scores_teacher_forced_answers(tokenizer):
+    ids = tokenizer.convert_tokens_to_ids
+    # question <eos> cot <eos> #### answer <eos> [pad]; labels start after the first <eos>.
+    tokens = [
+        "1 2 <eos> 5 6 <eos> #### 9 0 <eos> <pad>".split(),
+        "3 <eos> 7 <eos> #### 1 2 3 <eos> <pad> <pad>".split(),
+    ]
+    labels = np.full((2, 11), -100)
+    labels[0, 3:10] = ids(tokens[0][3:10])
+    labels[1, 2:9] = ids(tokens[1][2:9])
+    # Predictions are for the next token; row 0 right everywhere, row 1 wrong on its CoT token and last digit.
+    predictions = np.zeros((2, 11), dtype=np.int64)
+    predictions[:, :-1] = np.where(labels[:, 1:] == -100, 0, labels[:, 1:])
+    predictions[1, 1] = ids("8")
+    predictions[1, 6] = ids("4")
+    logits = torch.nn.functional.one_hot(torch.tensor(predictions), len(WORDS)).float()
+    argmaxed = preprocess_logits_for_metrics((logits,), torch.tensor(labels))
+    assert argmaxed.tolist() == predictions.tolist()
+
+    metrics = make_compute_metrics(tokenizer)(EvalPrediction(predictions=argmaxed.numpy(), label_ids=labels))
+    assert metrics["answer_em"] == 0.5
+    assert metrics["token_accuracy"] == pytest.approx(12 / 14)
+    with pytest.raises(ValueError, match="evaluation row 0 has no '####'"):
+        make_compute_metrics(tokenizer)(
+            EvalPrediction(predictions=predictions, label_ids=np.where(labels == 3, 4, labels))
+        )
