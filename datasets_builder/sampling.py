@@ -6,6 +6,8 @@ input, the input symbols of a semiautomaton). :class:`RowSpace` describes the ro
 
 Rows come from a stream of fixed-size chunks and are kept in order of first occurrence, so the first ``m`` rows drawn
 do not depend on how many more are asked for: growing ``train`` leaves ``test`` unchanged when ``test`` is drawn first.
+(The exception: a small space asked for more than a quarter of its rows is shuffled whole instead, see
+``PERMUTE_LIMIT``, and crossing that line changes every row.)
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Spaces up to this many rows are shuffled whole instead of sampled with rejection, so that asking for (nearly) every
-#: row of a small space costs one permutation rather than a coupon collector's wait.
+#: Spaces up to this many rows are shuffled whole when more than a quarter of them is needed, so that asking for
+#: (nearly) every row of a small space costs one permutation rather than a coupon collector's wait.
 PERMUTE_LIMIT = 1 << 22
 #: Rows per draw of the rejection stream; fixed so that the stream, hence the rows chosen, never depends on the sizes.
 STREAM_CHUNK = 1 << 16
@@ -126,7 +128,7 @@ def draw_distinct(
             f"{total} examples were asked for but only {space.size - excluded} distinct {what} exist"
             f"{' beyond those of the other splits' if excluded else ''}; ask for at most that many."
         )
-    if probabilities is None and space.size <= PERMUTE_LIMIT:
+    if probabilities is None and space.size <= PERMUTE_LIMIT and 4 * (total + excluded) > space.size:
         rows = space.from_index(rng.permutation(space.size))
         rows = _first_distinct(space, rows, total, exclude)
     else:

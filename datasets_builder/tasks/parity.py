@@ -40,7 +40,7 @@ class Params:
 
     n_bits: int = field(default=20, metadata={"help": "Input bits n (>= 1)."})
     k: int = field(default=8, metadata={"help": "Secret positions k (1 <= k <= n; a power of two for the tree)."})
-    cot_layout: str = field(default="chain", metadata={"help": "CoT layout: 'chain' or 'tree'."})
+    cot_layout: str = field(default="chain", metadata={"help": "CoT layout: 'chain' or 'tree'.", "choices": LAYOUTS})
     train_size: int = field(default=100_000, metadata={"help": "Examples in the train split (>= 1)."})
     validation_size: int = field(default=1_000, metadata={"help": "Examples in the validation split (>= 1)."})
     test_size: int = field(default=1_000, metadata={"help": "Examples in the test split (>= 1)."})
