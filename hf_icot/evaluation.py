@@ -266,10 +266,12 @@ def gold_cot_text(
     return " ".join(truncate_example(example, spec, tokenizer)["cot"])
 
 
-def _continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str, hint: int | None) -> int:
-    """Tokens of the gold continuation in ``mode``: CoT (if any), ``<eos> #### answer <eos>``."""
+def gold_continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str) -> int:
+    """Tokens a model should generate for ``example`` in ``mode``: the CoT tokens (none in implicit mode, at most
+    ``k`` under ``hint=k``), then ``<eos> #### answer <eos>`` (``#### answer <eos>`` in implicit mode)."""
+    base, hint = parse_mode(mode)
     answer = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
-    if mode == "implicit":
+    if base == "implicit":
         return answer
     cot = cot_token_count(example, tokenizer)
     return (cot if hint is None else min(hint, cot)) + 1 + answer
@@ -278,8 +280,7 @@ def _continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str, 
 def default_max_new_tokens(dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str) -> int:
     """The longest gold continuation of ``dataset`` in ``mode``, plus a quarter (at least 8 tokens) of slack so that a
     model writing a slightly longer CoT can still reach its answer."""
-    base, hint = parse_mode(mode)
-    longest = max(_continuation_length(example, tokenizer, base, hint) for example in dataset)
+    longest = max(gold_continuation_length(example, tokenizer, mode) for example in dataset)
     return longest + max(8, longest // 4)
 
 
