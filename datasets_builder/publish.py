@@ -1,0 +1,403 @@
+"""Write task datasets as Hub dataset repos (one folder per config, Parquet shards, a card) and push them.
+
+Layout of an output folder ``DIR``::
+
+    DIR/README.md                                   dataset card; its YAML lists every config and its files
+    DIR/<config>/<split>-00000-of-0000N.parquet     the rows, sharded
+    DIR/<config>/icot_config.json                   what built the config: task, params, sizes, fingerprint
+
+The card is rendered from every ``icot_config.json`` in ``DIR``, so building another config into ``DIR`` adds it to
+the card and leaves the other configs' files untouched. A build is staged in a temporary folder next to ``DIR`` (the
+untouched files hard-linked, not copied) and swapped into place only when complete: a failed or interrupted build
+leaves ``DIR`` as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+from datasets.info import DatasetInfosDict
+from huggingface_hub import DatasetCardData
+from tqdm import tqdm
+
+import model_cards
+from datasets_builder import registry
+from hf_icot.cot import example_features
+
+CARD_FILE = "README.md"
+CONFIG_FILE = "icot_config.json"
+#: Shards are cut so that each holds at most this much Arrow data (the Hub's own default for datasets).
+MAX_SHARD_BYTES = 500 * 2**20
+#: Rows per Parquet row group: small enough for the Hub's dataset viewer to page through text rows.
+ROW_GROUP_ROWS = 10_000
+_SCHEMA_COLUMNS = ("question", "cot", "answer")
+
+
+class PushError(RuntimeError):
+    """A push to the Hub failed; the message is one sentence and never contains the token."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Building
+
+
+def build_config(
+    out_dir: str | os.PathLike,
+    task_name: str,
+    params: Any,
+    progress: bool = True,
+    license: str | None = None,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+) -> dict[str, Any]:
+    """Generate the config ``params.config_name()`` of task ``task_name`` and write it into ``out_dir``.
+
+    ``out_dir`` may be missing, empty, or a folder this function wrote before (other configs are kept byte for
+    byte; the same config is replaced). Returns the config's record, as saved in ``<config>/icot_config.json``.
+
+    Raises:
+        ValueError: unknown task, a config name outside [A-Za-z0-9_], an ``out_dir`` holding foreign files, or a
+            generator whose output breaks the shared schema. ``out_dir`` is unchanged whenever anything raises.
+    """
+    task = registry.get_task(task_name)
+    config = params.config_name()
+    if not registry.CONFIG_NAME_PATTERN.fullmatch(config):
+        raise ValueError(f"config name {config!r} is not allowed; use letters, digits and underscores.")
+    out_dir = Path(out_dir)
+    _check_output_folder(out_dir)
+    dataset = task.build(params, progress=progress)
+    features = _check_schema(dataset, task_name)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
+    try:
+        if out_dir.exists():
+            _link_tree(out_dir, staging, skip={config, CARD_FILE})
+        files = _write_splits(staging / config, dataset, max_shard_bytes, progress)
+        record = {
+            "config_name": config,
+            "task": task.TASK_NAME,
+            "generator_version": task.GENERATOR_VERSION,
+            "description": task.DESCRIPTION,
+            "params": dataclasses.asdict(params),
+            "seed": params.seed,
+            "license": license,
+            "card_details": task.card_details(params),
+            "features": features.to_dict(),
+            "splits": files,
+            "fingerprint": config_fingerprint(staging / config),
+            "built_with": _library_versions(),
+        }
+        (staging / config / CONFIG_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        (staging / CARD_FILE).write_text(render_card(staging), encoding="utf-8")
+        _swap_into_place(staging, out_dir)
+    except BaseException:  # KeyboardInterrupt too: a half-built staging folder must not outlive the build
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return record
+
+
+def _check_output_folder(out_dir: Path) -> None:
+    """Refuse to restage a folder that is not ours: its files would be linked into the new folder and the old one
+    removed, so only folders made of configs, a card and dot-files (e.g. a git clone's ``.git``) are accepted."""
+    if not out_dir.exists():
+        return
+    if not out_dir.is_dir():
+        raise ValueError(f"output {str(out_dir)!r} is a file; give a folder (new, empty, or built before).")
+    for entry in sorted(out_dir.iterdir()):
+        ours = entry.name == CARD_FILE or entry.name.startswith(".") or (entry / CONFIG_FILE).is_file()
+        if not ours:
+            raise ValueError(
+                f"output folder {str(out_dir)!r} holds {entry.name!r}, which is not part of an hf_icot dataset; "
+                "build into a new or empty folder."
+            )
+
+
+def _check_schema(dataset: Any, task_name: str) -> datasets.Features:
+    """The features shared by every split of ``dataset``, after checking it is a DatasetDict in the shared schema."""
+    if not isinstance(dataset, datasets.DatasetDict) or not dataset:
+        raise ValueError(
+            f"task {task_name!r} built {type(dataset).__name__}; a task must build a non-empty DatasetDict."
+        )
+    core = example_features()
+    features = None
+    for split, part in dataset.items():
+        for column in _SCHEMA_COLUMNS:
+            if part.features.get(column) != core[column]:
+                raise ValueError(f"task {task_name!r} split {split!r} column {column!r} breaks the shared schema.")
+        if features is not None and part.features != features:
+            raise ValueError(f"task {task_name!r} split {split!r} has other columns than the first split.")
+        features = part.features
+    return features
+
+
+def _link_tree(source: Path, target: Path, skip: set[str]) -> None:
+    """Recreate ``source``'s entries (except ``skip``) under ``target`` with hard links; files are never modified in
+    place, so sharing inodes with the live folder is safe. Copies where the file system cannot link."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    for entry in sorted(source.iterdir()):
+        if entry.name in skip:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, target / entry.name, symlinks=True, copy_function=link_or_copy)
+        else:
+            link_or_copy(str(entry), str(target / entry.name))
+
+
+def _swap_into_place(staging: Path, out_dir: Path) -> None:
+    """Make ``staging`` the new ``out_dir``. Each rename is atomic; if the second fails the old folder returns."""
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)  # mkdtemp makes 0700 folders; the dataset should read like any other folder
+    if not out_dir.exists():
+        staging.rename(out_dir)
+        return
+    retired = staging.with_name(staging.name.replace(".building-", ".replaced-"))
+    out_dir.rename(retired)
+    try:
+        staging.rename(out_dir)
+    except BaseException:
+        retired.rename(out_dir)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def _arrow_table(dataset: datasets.Dataset) -> pa.Table:
+    """The rows of ``dataset`` in order (any select/shuffle applied), with the ``datasets`` features in the schema
+    metadata so that ``load_dataset`` restores list and integer types exactly."""
+    table = dataset.with_format("arrow")[:]
+    return table.replace_schema_metadata(dataset.features.arrow_schema.metadata)
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write one Parquet shard. Same table, same pyarrow version: same bytes."""
+    pq.write_table(table, path, row_group_size=ROW_GROUP_ROWS, compression="snappy")
+
+
+def _write_splits(
+    folder: Path, dataset: datasets.DatasetDict, max_shard_bytes: int, progress: bool
+) -> dict[str, dict[str, Any]]:
+    """Write every split of ``dataset`` as ``<split>-0000i-of-0000N.parquet`` shards into ``folder``; returns per
+    split its number of examples, Arrow bytes, and shard files with their sha256."""
+    folder.mkdir()
+    tables = {split: _arrow_table(part) for split, part in dataset.items()}
+    n_shards = {split: max(1, math.ceil(table.nbytes / max_shard_bytes)) for split, table in tables.items()}
+    n_shards = {split: min(n, max(1, tables[split].num_rows)) for split, n in n_shards.items()}
+    splits: dict[str, dict[str, Any]] = {}
+    bar = tqdm(total=sum(n_shards.values()), desc=f"writing {folder.name}", unit="shard", disable=not progress)
+    with bar:
+        for split, table in tables.items():
+            shards = []
+            bounds = [table.num_rows * i // n_shards[split] for i in range(n_shards[split] + 1)]
+            for index in range(n_shards[split]):
+                name = f"{split}-{index:05d}-of-{n_shards[split]:05d}.parquet"
+                write_parquet(table.slice(bounds[index], bounds[index + 1] - bounds[index]), folder / name)
+                shards.append(
+                    {"file": name, "sha256": _sha256(folder / name), "bytes": (folder / name).stat().st_size}
+                )
+                bar.update()
+            splits[split] = {"num_examples": table.num_rows, "num_bytes": table.nbytes, "shards": shards}
+    return splits
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(2**20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def config_fingerprint(config_folder: str | os.PathLike) -> str:
+    """``sha256:<hex>`` of the config's Parquet files concatenated in sorted name order, i.e. what
+    ``cat $(ls <config>/*.parquet | LC_ALL=C sort) | sha256sum`` prints."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(config_folder).glob("*.parquet"), key=lambda p: p.name):
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(2**20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _library_versions() -> dict[str, str]:
+    import hf_icot
+
+    return {"hf_icot": hf_icot.__version__, "datasets": datasets.__version__, "pyarrow": pa.__version__}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The card
+
+
+def read_configs(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """Config name -> record (``icot_config.json``) for every config in ``folder``, sorted by name."""
+    records = {}
+    for path in sorted(Path(folder).glob(f"*/{CONFIG_FILE}")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        records[record["config_name"]] = record
+    return dict(sorted(records.items()))
+
+
+def _size_category(n_examples: int) -> str:
+    for limit, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M")):
+        if n_examples < limit:
+            return label
+    return "1M<n<10M" if n_examples < 10_000_000 else "10M<n<100M"
+
+
+def card_metadata(records: dict[str, dict[str, Any]]) -> DatasetCardData:
+    """The card's YAML header: ``configs`` with every split's files (what ``load_dataset`` reads), ``dataset_info``
+    with features and sizes, and tags."""
+    configs, infos = [], {}
+    for name, record in records.items():
+        data_files = []
+        for split, info in record["splits"].items():
+            paths = [f"{name}/{shard['file']}" for shard in info["shards"]]
+            data_files.append({"split": split, "path": paths[0] if len(paths) == 1 else paths})
+        configs.append({"config_name": name, "data_files": data_files})
+        split_infos = datasets.SplitDict(
+            {
+                s: datasets.SplitInfo(s, num_bytes=i["num_bytes"], num_examples=i["num_examples"])
+                for s, i in record["splits"].items()
+            }
+        )
+        infos[name] = datasets.DatasetInfo(
+            features=datasets.Features.from_dict(record["features"]),
+            config_name=name,
+            splits=split_infos,
+            download_size=sum(shard["bytes"] for info in record["splits"].values() for shard in info["shards"]),
+            dataset_size=sum(info["num_bytes"] for info in record["splits"].values()),
+        )
+    licenses = {record.get("license") for record in records.values()}
+    largest = max(info["num_examples"] for record in records.values() for info in record["splits"].values())
+    card_data = DatasetCardData(
+        license=licenses.pop() if len(licenses) == 1 and None not in licenses else None,
+        pretty_name="hf_icot: " + ", ".join(sorted({record["task"] for record in records.values()})),
+        tags=["hf_icot", "implicit-chain-of-thought", "chain-of-thought"],
+        task_categories=["text-generation"],
+        size_categories=[_size_category(largest)],
+        configs=configs,
+    )
+    DatasetInfosDict(infos).to_dataset_card_data(card_data)
+    return card_data
+
+
+def render_card(folder: str | os.PathLike) -> str:
+    """The dataset card (``README.md`` text) describing every config in ``folder``.
+
+    Raises:
+        ValueError: ``folder`` holds no config.
+    """
+    records = read_configs(folder)
+    if not records:
+        raise ValueError(f"folder {str(folder)!r} holds no config ({CONFIG_FILE}); build one first.")
+    metadata = card_metadata(records).to_yaml().rstrip("\n") + "\n"
+    title = "hf_icot task data: " + ", ".join(sorted({record["task"] for record in records.values()}))
+    rebuild = {
+        name: shlex.join(
+            ["python", "-m", "datasets_builder", "build", "--task", record["task"]]
+            + registry.params_to_argv(record["params"])
+            + ["--out", "DIR"]
+        )
+        for name, record in records.items()
+    }
+    card = model_cards.render("dataset_card.md.j2", metadata=metadata, title=title, configs=records, rebuild=rebuild)
+    return card.rstrip("\n") + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Pushing
+
+
+def push(
+    folder: str | os.PathLike,
+    repo_id: str,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    commit_message: str | None = None,
+) -> str:
+    """Upload ``folder`` (a built dataset) to the Hub dataset repo ``repo_id`` in one commit; returns the commit URL.
+
+    The repo is created if missing (``private`` applies only then); ``revision`` names a branch, created from the
+    default branch if missing. ``token`` defaults to ``HF_TOKEN`` or the saved login. Nothing local is modified, so
+    a failed push can be retried as is.
+
+    Raises:
+        ValueError: ``folder`` is not a built dataset, or ``repo_id`` is malformed.
+        PushError: the Hub could not be reached or refused the push (one sentence, token never included).
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    folder = Path(folder)
+    records = read_configs(folder) if folder.is_dir() else {}
+    if not records or not (folder / CARD_FILE).is_file():
+        raise ValueError(f"{str(folder)!r} is not a built dataset folder (README.md and <config>/{CONFIG_FILE}).")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        raise ValueError(
+            f"repo id {repo_id!r} is not valid; write 'namespace/name' with letters, digits, -, _ or ."
+        ) from None
+
+    api = HfApi(token=token)
+    message = commit_message or f"Upload hf_icot dataset configs: {', '.join(records)}"
+    try:
+        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id, folder_path=folder, repo_type="dataset", revision=revision, commit_message=message
+        )
+    except Exception as error:  # every failure becomes one sentence; the cause stays chained for debugging
+        raise PushError(_explain_push_error(error, repo_id, api.endpoint)) from error
+    return commit.commit_url
+
+
+def _explain_push_error(error: BaseException, repo_id: str, endpoint: str) -> str:
+    """One sentence for a failed push, from the first HTTP or network error in the exception chain."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    chain, seen = [], error
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    retry = "the local folder is unchanged, so the push can be retried"
+    for cause in chain:
+        if isinstance(cause, OfflineModeIsEnabled):
+            return "HF_HUB_OFFLINE is set, so nothing can be pushed; unset it to push."
+        if isinstance(cause, HfHubHTTPError) and cause.response is not None:
+            status = cause.response.status_code
+            if status == 401:
+                return (
+                    f"the Hub at {endpoint} rejected the credentials (HTTP 401) for {repo_id}; pass --token, set "
+                    "HF_TOKEN or run `hf auth login` with a token that can write there."
+                )
+            if status == 403:
+                return f"the token may not write to {repo_id} (HTTP 403); use a token with write access there."
+            detail = (cause.server_message or "").strip().splitlines()
+            detail_text = f" ({detail[0][:200]})" if detail else ""
+            return f"the Hub at {endpoint} answered HTTP {status} while pushing {repo_id}{detail_text}; {retry}."
+        if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
+            return f"could not reach the Hub at {endpoint} ({type(cause).__name__}); check the network or HF_ENDPOINT; {retry}."
+    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return f"the push to {repo_id} failed: {first_line[:300]}; {retry}."

@@ -1,0 +1,88 @@
+"""The ambiguity task: (B, z) -> A is a function with globally unique targets, D = K * n_b, test == train."""
+
+import math
+from collections import Counter, defaultdict
+
+import pytest
+
+from datasets_builder.tasks import ambiguity
+
+
+def _entropy(counts: Counter) -> float:
+    total = sum(counts.values())
+    return -sum(c / total * math.log(c / total) for c in counts.values())
+
+
+@pytest.mark.parametrize("direction", ambiguity.DIRECTIONS)
+def test_invariants(direction):
+    params = ambiguity.Params(n_bases=30, k=5, direction=direction, seed=3)
+    dataset = ambiguity.build(params)
+    train, test = dataset["train"].to_list(), dataset["test"].to_list()
+
+    assert list(dataset) == ["train", "test"]
+    assert len(train) == params.k * params.n_bases == 150
+    assert test == train  # a memorisation task evaluates on its training set
+
+    targets = {}
+    for row in train:
+        a_text = row["answer"] if direction != "az_to_b" else " ".join(row["question"].split()[:4])
+        target = a_text.replace(" ", "")
+        b, z = row["group"], row["selector"]
+        assert len(b) == 6 and len(z) == 2 and len(target) == 4
+        assert set(b + z + target) <= set(ambiguity.ALPHABET)
+        assert row["cot"] == []
+        if direction == "bz_to_a":
+            assert row["question"] == " ".join(b + z) and row["answer"] == " ".join(target)
+        elif direction == "az_to_b":
+            assert row["question"] == " ".join(target + z) and row["answer"] == " ".join(b)
+        else:
+            assert row["question"] == " ".join(b) and row["answer"] == " ".join(target)
+        assert (b, z) not in targets, "each (B, z) cell appears once"
+        targets[(b, z)] = target
+
+    assert len(set(targets.values())) == len(targets), "every target A is globally unique"
+    assert len({z for _, z in targets}) == params.k, "the K selectors are shared by all bases"
+    answers_of_base = defaultdict(set)
+    for (b, _), target in targets.items():
+        answers_of_base[b].add(target)
+    assert len(answers_of_base) == params.n_bases
+    assert all(len(answers) == params.k for answers in answers_of_base.values())
+
+    # H(A|B) = log K and H(A|B,z) = 0, measured on the rows
+    h_a_given_b = sum(_entropy(Counter(answers)) for answers in answers_of_base.values()) / params.n_bases
+    assert h_a_given_b == pytest.approx(math.log(params.k))
+    per_cell = Counter((row["group"], row["selector"]) for row in train)
+    assert set(per_cell.values()) == {1}
+
+
+def test_same_seed_same_rows_other_seed_other_rows():
+    rows = ambiguity.build(ambiguity.Params(n_bases=20, k=3, seed=1))["train"].to_list()
+    assert ambiguity.build(ambiguity.Params(n_bases=20, k=3, seed=1))["train"].to_list() == rows
+    assert ambiguity.build(ambiguity.Params(n_bases=20, k=3, seed=2))["train"].to_list() != rows
+
+
+def test_config_name_and_card():
+    params = ambiguity.Params(n_bases=20, k=3, direction="az_to_b", seed=7, target_length=5)
+    assert params.config_name() == "az_to_b_b20_k3_seed7_len6x2x5"
+    details = ambiguity.card_details(params)
+    assert "training set itself" in details["evaluation set"]
+    assert details["examples"].endswith("= 60")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"k": 0}, r"^k=0 is not allowed; it must be at least 1\.$"),
+        ({"n_bases": 0}, r"^n_bases=0 is not allowed; it must be at least 1\.$"),
+        ({"k": 1297}, r"^k=1297 is larger than the 1296 distinct selectors of 2 characters; use k <= 1296"),
+        ({"n_bases": 37, "base_length": 1}, r"^n_bases=37 is larger than the 36 distinct bases of 1 characters"),
+        (
+            {"n_bases": 40, "k": 40, "target_length": 2},
+            r"^k \* n_bases = 1600 targets do not fit in the 1296 distinct",
+        ),
+        ({"direction": "a_to_b"}, r"^direction 'a_to_b' is unknown; allowed: bz_to_a, az_to_b, b_to_a\.$"),
+    ],
+)
+def test_bad_params_raise_one_sentence(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ambiguity.Params(**kwargs)
