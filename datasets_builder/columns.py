@@ -93,8 +93,11 @@ def steps_column(ids: np.ndarray, vocab: Sequence[str], step_lengths: Sequence[i
     keep = np.concatenate([np.arange(s * slot, (s + k) * slot - 1) for s, k in zip(starts, step_lengths)])
     data = _spaced_bytes(ids, token_bytes)[:, keep]
     step_widths = np.asarray(step_lengths) * slot - 1
-    offsets = np.arange(n)[:, None] * len(keep) + np.concatenate([[0], np.cumsum(step_widths)[:-1]])[None, :]
-    offsets = np.append(offsets.ravel(), n * len(keep))
+    offsets = np.empty(n * n_steps + 1, dtype=np.int32)
+    offsets[:-1].reshape(n, n_steps)[:] = (
+        np.arange(n, dtype=np.int32)[:, None] * len(keep) + np.concatenate([[0], np.cumsum(step_widths)[:-1]])[None, :]
+    )
+    offsets[-1] = n * len(keep)
     return pa.ListArray.from_arrays(outer, _string_array(data, offsets))
 
 

@@ -21,8 +21,9 @@ import numpy as np
 #: Spaces up to this many rows are shuffled whole when more than a quarter of them is needed, so that asking for
 #: (nearly) every row of a small space costs one permutation rather than a coupon collector's wait.
 PERMUTE_LIMIT = 1 << 22
-#: Rows per draw of the rejection stream; fixed so that the stream, hence the rows chosen, never depends on the sizes.
-STREAM_CHUNK = 1 << 16
+#: Integers per draw of the rejection stream (a chunk holds ``STREAM_CELLS // width`` rows); it depends on the row
+#: width only, so the stream, hence the rows chosen, never depends on the split sizes.
+STREAM_CELLS = 1 << 21
 #: Give up on a biased law after this many draws per requested row: its likely rows are exhausted.
 MAX_DRAWS_PER_ROW = 64
 
@@ -65,14 +66,18 @@ class RowSpace:
         position, which then must all have the same size). Returns an ``(n, len(sizes))`` array."""
         width = len(self.sizes)
         if probabilities is None:
-            rows = rng.integers(0, np.asarray(self.sizes), size=(n, width), dtype=np.int64)
+            # A scalar bound and a narrow dtype draw several times faster than per-position int64 bounds.
+            high = self.sizes[0] if len(set(self.sizes)) == 1 else np.asarray(self.sizes)
+            rows = rng.integers(0, high, size=(n, width), dtype=self.dtype)
         else:
             if len(set(self.sizes)) != 1 or len(probabilities) != self.sizes[0]:
                 raise ValueError(
                     f"a law of {len(probabilities)} probabilities cannot draw rows of sizes {self.sizes}."
                 )
             rows = rng.choice(len(probabilities), size=(n, width), p=probabilities)
-        return (rows + np.asarray(self.offsets)).astype(self.dtype)
+        if any(self.offsets):
+            rows = rows + np.asarray(self.offsets)
+        return rows.astype(self.dtype, copy=False)
 
     def from_index(self, index: np.ndarray) -> np.ndarray:
         """The rows whose mixed-radix indices are ``index`` (int64, only for spaces that fit in 63 bits)."""
@@ -142,8 +147,14 @@ def _first_distinct(space: RowSpace, rows: np.ndarray, total: int, exclude: np.n
     keys = space.keys(rows)
     unique_keys, first = np.unique(keys, return_index=True)
     if exclude is not None and len(exclude):
-        first = first[~np.isin(unique_keys, exclude)]
+        first = first[~_in_sorted(unique_keys, np.sort(exclude))]
     return rows[np.sort(first)[:total]]
+
+
+def _in_sorted(keys: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
+    """Whether each of ``keys`` is in ``sorted_keys`` (faster than ``np.isin`` when the latter is large)."""
+    position = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[position] == keys
 
 
 def _stream_distinct(
@@ -158,11 +169,12 @@ def _stream_distinct(
     drawn = 0
     # A first guess that covers the expected duplicates of a uniform law; biased laws top it up below.
     target = total + total // 16 + 1
-    give_up = MAX_DRAWS_PER_ROW * total + STREAM_CHUNK
+    chunk_rows = max(256, STREAM_CELLS // len(space.sizes))
+    give_up = MAX_DRAWS_PER_ROW * total + chunk_rows
     while True:
         while drawn < target:
-            chunks.append(space.sample(rng, STREAM_CHUNK, probabilities))
-            drawn += STREAM_CHUNK
+            chunks.append(space.sample(rng, chunk_rows, probabilities))
+            drawn += chunk_rows
         rows = _first_distinct(space, np.concatenate(chunks), total, exclude)
         if len(rows) == total:
             return rows
@@ -172,4 +184,4 @@ def _stream_distinct(
                 f"{total} asked for; ask for fewer examples, longer inputs or a less concentrated law."
             )
         draws_per_row = max(1, drawn // max(len(rows), 1))
-        target = min(drawn + max(STREAM_CHUNK, 2 * (total - len(rows)) * draws_per_row), give_up)
+        target = min(drawn + max(chunk_rows, 2 * (total - len(rows)) * draws_per_row), give_up)

@@ -61,12 +61,13 @@ class Semiautomaton:
 
     def run(self, inputs: np.ndarray) -> np.ndarray:
         """The states after each input: ``(n, T)`` input ids in, ``(n, T)`` state ids out."""
-        states = np.empty(inputs.shape, dtype=self.delta.dtype)
+        by_time = np.ascontiguousarray(inputs.T)  # (T, n): each step reads one contiguous row
+        states = np.empty(by_time.shape, dtype=self.delta.dtype)
         current = np.full(inputs.shape[0], self.start, dtype=self.delta.dtype)
-        for t in range(inputs.shape[1]):
-            current = self.delta[current, inputs[:, t]]
-            states[:, t] = current
-        return states
+        for t in range(by_time.shape[0]):
+            current = self.delta[current, by_time[t]]
+            states[t] = current
+        return states.T
 
 
 def cyclic_counter(modulus: int) -> Semiautomaton:
@@ -315,9 +316,11 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
         blocks[law.split] = rows
         used = np.concatenate([used, space.keys(rows)])
     feats = features()
+    # The table file's content, not just its path, decides the rows.
+    identity = {**asdict(params), "machine": [machine.states, machine.inputs, machine.start, machine.delta.tolist()]}
     out = {}
     for split, rows in blocks.items():
-        fingerprint = split_fingerprint(TASK_NAME, GENERATOR_VERSION, asdict(params), split)
+        fingerprint = split_fingerprint(TASK_NAME, GENERATOR_VERSION, identity, split)
         out[split] = build_split(rows, lambda chunk: render_rows(chunk, machine), feats, split, fingerprint, progress)
     return datasets.DatasetDict(out)
 
