@@ -1,0 +1,526 @@
+"""Curricula: which CoT tokens each example loses at each optimizer step.
+
+A schedule is a plain, serialisable object that maps ``(global step, example id)`` — plus its own ``seed`` and the
+``steps_per_epoch`` bound when training starts — to a :class:`hf_icot.cot.TruncationSpec`. "Global step" is the
+0-based index of the optimizer step being computed (``trainer.state.global_step`` before the update), so step ``s``
+belongs to epoch ``s // steps_per_epoch``. Everything random is a pure function of ``(seed, step, example id)``: every
+rank of a distributed run and every resumed run draws the same truncations.
+
+Schedules: :class:`FullCoT`, :class:`NoCoT`, :class:`Stepwise` (the stepwise-ICoT reference), :class:`Staged`
+(left / right / inductive stages), :class:`LogICoT` (tree levels padded stage by stage) and :class:`Mixture` (every
+example draws its CoT length). Build one from an :class:`hf_icot.config.ICoTConfig` with :func:`schedule_from_config`,
+store it with ``to_dict()`` and rebuild it with :func:`schedule_from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from hf_icot.cot import FILLS, TruncationSpec
+
+_U64 = np.uint64
+
+
+@functools.lru_cache(maxsize=65536)
+def _spec(unit: str, which: str, count: int, fill: str, hint: bool = False) -> TruncationSpec:
+    # Specs are immutable; caching spares re-validating the same few specs for every example of every step.
+    return TruncationSpec(unit=unit, which=which, count=count, fill=fill, hint=hint, saturate=True)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """The splitmix64 finaliser: a bijective 64-bit mixer (wrap-around arithmetic on uint64 arrays)."""
+    x = (x ^ (x >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> _U64(27))) * _U64(0x94D049BB133111EB)
+    return x ^ (x >> _U64(31))
+
+
+def example_uniforms(seed: int, step: int, example_ids: Sequence[int]) -> np.ndarray:
+    """Uniform draws in [0, 1), one per example: a pure function of ``(seed, step, example id)``.
+
+    Counter-based hashing instead of a generator per example keeps this vectorised (one call per batch) while staying
+    independent of batch composition, rank and resumption.
+    """
+    with np.errstate(over="ignore"):
+        key = _mix64(np.array([seed & 0xFFFFFFFFFFFFFFFF], dtype=_U64))
+        key = _mix64(key + np.array([step & 0xFFFFFFFFFFFFFFFF], dtype=_U64))
+        ids = np.asarray(example_ids, dtype=np.int64).astype(_U64)
+        bits = _mix64(_mix64(key + ids))
+    return (bits >> _U64(11)).astype(np.float64) * 2.0**-53
+
+
+def _check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{what} {value!r} is not allowed; choose one of {', '.join(allowed)}.")
+
+
+def _stage_steps(stage_length: float, stage_unit: str, steps_per_epoch: int | None) -> int:
+    if stage_unit == "steps":
+        return int(stage_length)
+    if steps_per_epoch is None:
+        raise ValueError("this schedule counts stages in epochs, so it needs steps_per_epoch; call bind() first.")
+    return max(1, round(stage_length * steps_per_epoch))
+
+
+@dataclass
+class Schedule:
+    """Base class. Subclasses are dataclasses whose fields are their whole state.
+
+    Attributes:
+        seed: seed of every per-example draw.
+        steps_per_epoch: optimizer steps per epoch (train dataloader length / gradient accumulation), bound by the
+            trainer when training starts.
+    """
+
+    name: ClassVar[str] = ""
+    seed: int = 0
+    steps_per_epoch: int | None = None
+
+    def bind(self, steps_per_epoch: int | None, max_cot_level: int | None = None) -> None:
+        """Bind what is only known when training starts (``max_cot_level``: the deepest ``cot_level`` of the data)."""
+        if steps_per_epoch is not None and steps_per_epoch < 1:
+            raise ValueError(f"steps_per_epoch {steps_per_epoch} is not allowed; it must be >= 1.")
+        self.steps_per_epoch = steps_per_epoch
+
+    def stage(self, step: int) -> int:
+        """Index of the curriculum stage that step ``step`` belongs to (0 first; non-decreasing in ``step``)."""
+        return 0
+
+    def removed_count(self, step: int) -> float:
+        """The nominal number of units removed at ``step`` (``inf`` once everything goes)."""
+        return 0.0
+
+    def resets_optimizer_at(self, step: int) -> bool:
+        """Whether the optimizer state should be reset before step ``step`` (the trainer may still skip it)."""
+        return False
+
+    def specs(
+        self,
+        step: int,
+        example_ids: Sequence[int],
+        n_tokens: Sequence[int] | None = None,
+        n_steps: Sequence[int] | None = None,
+        training: bool = True,
+    ) -> list[TruncationSpec]:
+        """The truncation of each example at ``step``.
+
+        Args:
+            step: 0-based optimizer step.
+            example_ids: dataset row index of each example.
+            n_tokens / n_steps: each example's CoT length in tokens / steps (only :class:`Mixture` needs them).
+            training: False at evaluation, where random parts (removal smoothing) are switched off.
+        """
+        raise NotImplementedError
+
+    def spec(self, step: int, example_id: int = 0, training: bool = True) -> TruncationSpec:
+        """:meth:`specs` for one example whose CoT length does not matter."""
+        return self.specs(step, [example_id], training=training)[0]
+
+    def describe_stage(self, step: int) -> str:
+        """What the stage containing ``step`` removes, in words (for model cards)."""
+        return str(self.spec(step, training=False))
+
+    def describe(self, total_steps: int) -> list[dict[str, Any]]:
+        """The stages of a run of ``total_steps`` steps: ``index``, ``start_step``, ``end_step`` (exclusive) and
+        ``removes`` (in words)."""
+        stages, start = [], 0
+        while start < total_steps:
+            index = self.stage(start)
+            low, high = start, total_steps  # the stage ends at the first step of a higher stage: binary search
+            while low + 1 < high:
+                middle = (low + high) // 2
+                low, high = (middle, high) if self.stage(middle) == index else (low, middle)
+            stages.append(
+                {"index": index, "start_step": start, "end_step": high, "removes": self.describe_stage(start)}
+            )
+            start = high
+        return stages
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready fields plus ``name`` (infinities become the string ``"inf"``)."""
+        out: dict[str, Any] = {"name": self.name}
+        for f in dataclasses.fields(self):
+            if not f.init:
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = "inf" if isinstance(value, float) and math.isinf(value) else value
+        return out
+
+
+@dataclass
+class FullCoT(Schedule):
+    """Every example keeps its whole CoT (the explicit baseline)."""
+
+    name: ClassVar[str] = "full_cot"
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        return [_spec("token", "none", 0, "drop")] * len(example_ids)
+
+
+@dataclass
+class NoCoT(Schedule):
+    """No example has any CoT (the end-to-end baseline, ``which="all"``)."""
+
+    name: ClassVar[str] = "no_cot"
+    fill: str = "drop"
+
+    def __post_init__(self) -> None:
+        _check_choice("fill", self.fill, FILLS)
+
+    def removed_count(self, step: int) -> float:
+        return math.inf
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        return [_spec("token", "all", 0, self.fill)] * len(example_ids)
+
+
+def smoothing_offset_probabilities(removal_smoothing_lambda: float, size: int = 100) -> np.ndarray:
+    """P(offset = o) of removal smoothing: ``(1 - e^-λ) e^(-λ o)`` for ``o < size - 1``, the rest on ``size - 1``."""
+    if math.isinf(removal_smoothing_lambda):
+        probabilities = np.zeros(size)
+        probabilities[0] = 1.0
+        return probabilities
+    offsets = np.arange(size, dtype=np.float64)
+    probabilities = (1.0 - math.exp(-removal_smoothing_lambda)) * np.exp(-removal_smoothing_lambda * offsets)
+    probabilities[-1] = 1.0 - probabilities[:-1].sum()
+    return probabilities
+
+
+@dataclass
+class Stepwise(Schedule):
+    """The stepwise-ICoT reference curriculum: remove CoT tokens one at a time, linearly in optimizer steps.
+
+    With ``P = round(steps_per_epoch / remove_per_epoch)`` and ``s0 = pretrain_epochs * steps_per_epoch``, the
+    scheduled count is ``remove_start_from`` before ``s0`` and ``remove_start_from + (s - s0) // P`` from then on
+    (``P = 0``: ``remove_start_from + s - s0 + 1``, one more token every step). Once it reaches
+    ``remove_all_when_remove_beyond`` the whole CoT goes. In training each example removes
+    ``scheduled + offset`` tokens, the offset drawn from :func:`smoothing_offset_probabilities`
+    (``removal_smoothing_lambda = inf``: no offset). Counts beyond an example's CoT remove all of it.
+
+    One difference from the reference script: it kept incrementing during pretraining when ``P = 0``; here
+    pretraining always keeps ``remove_start_from``.
+    """
+
+    name: ClassVar[str] = "stepwise"
+    remove_per_epoch: float = 8.0
+    remove_start_from: int = 0
+    removal_smoothing_lambda: float = math.inf
+    remove_all_when_remove_beyond: float = math.inf
+    pretrain_epochs: int = 0
+    side: str = "left"
+    fill: str = "drop"
+    reset_optimizer: bool = False
+    _cdf: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.removal_smoothing_lambda = float(self.removal_smoothing_lambda)
+        self.remove_all_when_remove_beyond = float(self.remove_all_when_remove_beyond)
+        if not self.remove_per_epoch > 0:
+            raise ValueError(f"remove_per_epoch {self.remove_per_epoch} is not allowed; it must be > 0.")
+        if self.remove_start_from < 0:
+            raise ValueError(f"remove_start_from {self.remove_start_from} is not allowed; it must be >= 0.")
+        if not self.removal_smoothing_lambda > 0:
+            raise ValueError(
+                f"removal_smoothing_lambda {self.removal_smoothing_lambda} is not allowed; it must be > 0 (inf: off)."
+            )
+        if not self.remove_all_when_remove_beyond >= 0:
+            raise ValueError(
+                f"remove_all_when_remove_beyond {self.remove_all_when_remove_beyond} is not allowed; it must be >= 0."
+            )
+        if self.pretrain_epochs < 0:
+            raise ValueError(f"pretrain_epochs {self.pretrain_epochs} is not allowed; it must be >= 0.")
+        _check_choice("removal side", self.side, ("left", "right"))
+        _check_choice("fill", self.fill, FILLS)
+        self._cdf = np.cumsum(smoothing_offset_probabilities(self.removal_smoothing_lambda))
+
+    @property
+    def steps_per_removed_token(self) -> int:
+        """``P``: optimizer steps between two increments (0: every step)."""
+        if self.steps_per_epoch is None:
+            raise ValueError("Stepwise needs steps_per_epoch to pace removal; call bind() first.")
+        return int(round(self.steps_per_epoch / self.remove_per_epoch))
+
+    def scheduled(self, step: int) -> int:
+        """The scheduled count before the ``remove_all_when_remove_beyond`` threshold is applied."""
+        period = self.steps_per_removed_token
+        first = self.pretrain_epochs * self.steps_per_epoch
+        if step < first:
+            return self.remove_start_from
+        return self.remove_start_from + ((step - first) // period if period > 0 else step - first + 1)
+
+    def removes_all(self, step: int) -> bool:
+        return self.scheduled(step) >= self.remove_all_when_remove_beyond
+
+    def removed_count(self, step: int) -> float:
+        return math.inf if self.removes_all(step) else float(self.scheduled(step))
+
+    def stage(self, step: int) -> int:
+        if self.removes_all(step):
+            return max(math.ceil(self.remove_all_when_remove_beyond), self.remove_start_from) - self.remove_start_from
+        return self.scheduled(step) - self.remove_start_from
+
+    def resets_optimizer_at(self, step: int) -> bool:
+        if not self.reset_optimizer:
+            return False
+        previous = self.scheduled(step - 1) if step > 0 else self.remove_start_from
+        return self.scheduled(step) > previous and previous < self.remove_all_when_remove_beyond
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        if self.removes_all(step):
+            return [_spec("token", "all", 0, self.fill)] * len(example_ids)
+        scheduled = self.scheduled(step)
+        if not training or math.isinf(self.removal_smoothing_lambda):
+            return [_spec("token", self.side, scheduled, self.fill)] * len(example_ids)
+        offsets = np.searchsorted(self._cdf, example_uniforms(self.seed, step, example_ids), side="right")
+        offsets = np.minimum(offsets, len(self._cdf) - 1)
+        return [_spec("token", self.side, scheduled + int(o), self.fill) for o in offsets]
+
+    def describe_stage(self, step: int) -> str:
+        if self.removes_all(step):
+            return "all CoT tokens"
+        smoothing = (
+            "" if math.isinf(self.removal_smoothing_lambda) else f" (+ smoothing λ={self.removal_smoothing_lambda})"
+        )
+        return f"first {self.scheduled(step)} CoT tokens from the {self.side}{smoothing}"
+
+
+@dataclass
+class Staged(Schedule):
+    """Whole-step stages, each ``stage_length`` ``stage_unit`` long.
+
+    ``left``/``right``: stage i removes the first/last ``i * steps_per_stage`` steps. ``inductive``: stage i keeps every
+    ``(1 + i * steps_per_stage)``-th step (stride curriculum). With ``num_stages``, the last stage lasts to the end of
+    training, or, with ``final_remove_all``, is followed by one stage removing the whole CoT. Without it stages go on,
+    saturating at "all".
+    """
+
+    name: ClassVar[str] = "staged"
+    direction: str = "left"
+    steps_per_stage: int = 1
+    stage_length: float = 1.0
+    stage_unit: str = "epochs"
+    fill: str = "drop"
+    num_stages: int | None = None
+    final_remove_all: bool = False
+
+    def __post_init__(self) -> None:
+        _check_choice("staged direction", self.direction, ("left", "right", "inductive"))
+        _check_choice("stage_unit", self.stage_unit, ("epochs", "steps"))
+        _check_choice("fill", self.fill, FILLS)
+        if self.steps_per_stage < 1:
+            raise ValueError(f"steps_per_stage {self.steps_per_stage} is not allowed; it must be >= 1.")
+        if not self.stage_length > 0:
+            raise ValueError(f"stage_length {self.stage_length} is not allowed; it must be > 0.")
+        if self.num_stages is not None and self.num_stages < 1:
+            raise ValueError(f"num_stages {self.num_stages} is not allowed; it must be >= 1 (or None: unbounded).")
+        if self.final_remove_all and self.num_stages is None:
+            raise ValueError("final_remove_all needs num_stages, the number of stages before the final one.")
+
+    def stage(self, step: int) -> int:
+        index = step // _stage_steps(self.stage_length, self.stage_unit, self.steps_per_epoch)
+        if self.num_stages is not None:
+            index = min(index, self.num_stages if self.final_remove_all else self.num_stages - 1)
+        return index
+
+    def _stage_spec(self, index: int) -> TruncationSpec:
+        if self.final_remove_all and index == self.num_stages:
+            return _spec("step", "all", 0, self.fill)
+        if self.direction == "inductive":
+            return _spec("step", "stride", 1 + index * self.steps_per_stage, self.fill)
+        return _spec("step", self.direction, index * self.steps_per_stage, self.fill)
+
+    def removed_count(self, step: int) -> float:
+        spec = self._stage_spec(self.stage(step))
+        return math.inf if spec.which == "all" else float(spec.count if spec.which != "stride" else spec.count - 1)
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        return [self._stage_spec(self.stage(step))] * len(example_ids)
+
+
+@dataclass
+class LogICoT(Schedule):
+    """Log-ICoT: stage t = 1, 2, … pads the steps of the t - 1 lowest tree levels (``which="levels"``).
+
+    With ``L = num_levels`` (the deepest ``cot_level``; bound from the data when None), t runs 1..L + 1 — the last
+    stage pads every step — optionally followed by a stage that drops the whole CoT (``final_drop``).
+    """
+
+    name: ClassVar[str] = "log_icot"
+    num_levels: int | None = None
+    stage_length: float = 1.0
+    stage_unit: str = "epochs"
+    fill: str = "pad"
+    final_drop: bool = False
+
+    def __post_init__(self) -> None:
+        _check_choice("stage_unit", self.stage_unit, ("epochs", "steps"))
+        _check_choice("fill", self.fill, FILLS)
+        if not self.stage_length > 0:
+            raise ValueError(f"stage_length {self.stage_length} is not allowed; it must be > 0.")
+        if self.num_levels is not None and self.num_levels < 1:
+            raise ValueError(f"num_levels {self.num_levels} is not allowed; it must be >= 1.")
+
+    def bind(self, steps_per_epoch: int | None, max_cot_level: int | None = None) -> None:
+        super().bind(steps_per_epoch)
+        if self.num_levels is None and max_cot_level is not None:
+            self.num_levels = max(1, int(max_cot_level))
+
+    def stage(self, step: int) -> int:
+        if self.num_levels is None:
+            raise ValueError("LogICoT needs num_levels (the deepest cot_level of the data); set it or call bind().")
+        index = step // _stage_steps(self.stage_length, self.stage_unit, self.steps_per_epoch)
+        return min(index, self.num_levels + (1 if self.final_drop else 0))
+
+    def removed_count(self, step: int) -> float:
+        index = self.stage(step)
+        return math.inf if index > self.num_levels else float(index)
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        index = self.stage(step)
+        if index > self.num_levels:
+            spec = _spec("step", "all", 0, "drop")
+        else:
+            spec = _spec("step", "levels", index + 1, self.fill)
+        return [spec] * len(example_ids)
+
+
+@dataclass
+class Mixture(Schedule):
+    """Every example keeps a random number L of CoT units, drawn anew each step; the epoch size stays the same.
+
+    L is uniform over 0..``max_length`` (None: 0..the example's own CoT length), or drawn with ``weights`` (P(L = i)
+    proportional to ``weights[i]``); L beyond an example's CoT keeps all of it. The ``side`` units are removed, so
+    "left" keeps the last L. With ``hint``, a length-hint token says how many units follow, so one model can later be
+    asked for any CoT length.
+    """
+
+    name: ClassVar[str] = "mixture"
+    unit: str = "token"
+    max_length: int | None = None
+    weights: list[float] | None = None
+    hint: bool = False
+    side: str = "left"
+    fill: str = "drop"
+    _cdf: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_choice("mixture unit", self.unit, ("token", "step"))
+        _check_choice("removal side", self.side, ("left", "right"))
+        _check_choice("fill", self.fill, FILLS)
+        if self.max_length is not None and self.max_length < 0:
+            raise ValueError(f"mixture max_length {self.max_length} is not allowed; it must be >= 0.")
+        if self.weights is not None and self.max_length is not None:
+            raise ValueError("give mixture weights or mixture max_length, not both: weights already fix the lengths.")
+        if self.weights is not None:
+            weights = np.asarray(self.weights, dtype=np.float64)
+            if weights.ndim != 1 or len(weights) == 0 or (weights < 0).any() or not weights.sum() > 0:
+                raise ValueError(f"mixture weights {self.weights} are not allowed; give >= 0 numbers with a sum > 0.")
+            self.weights = [float(w) for w in weights]
+            self._cdf = np.cumsum(weights / weights.sum())
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        lengths = n_tokens if self.unit == "token" else n_steps
+        if lengths is None:
+            raise ValueError(f"Mixture needs each example's CoT length in {self.unit}s (n_{self.unit}s).")
+        # Evaluation draws at a fixed step so that every evaluation sees the same lengths.
+        uniforms = example_uniforms(self.seed, step if training else 0, example_ids)
+        if self._cdf is not None:
+            draws = np.minimum(np.searchsorted(self._cdf, uniforms, side="right"), len(self._cdf) - 1)
+        else:
+            top = np.asarray(lengths) if self.max_length is None else np.full(len(lengths), self.max_length)
+            draws = np.floor(uniforms * (top + 1)).astype(np.int64)
+        return [
+            _spec(self.unit, self.side, max(0, int(n) - int(kept)), self.fill, self.hint)
+            for n, kept in zip(lengths, draws)
+        ]
+
+    def describe_stage(self, step: int) -> str:
+        law = f"weights {self.weights}" if self.weights else f"uniform over 0..{self.max_length or 'the CoT length'}"
+        return f"each example keeps L CoT {self.unit}s, L ~ {law}; the {self.side} ones go" + (
+            ", with a length hint" if self.hint else ""
+        )
+
+
+SCHEDULES: dict[str, type[Schedule]] = {cls.name: cls for cls in (FullCoT, NoCoT, Stepwise, Staged, LogICoT, Mixture)}
+
+
+def schedule_from_dict(data: dict[str, Any]) -> Schedule:
+    """Rebuild a schedule from :meth:`Schedule.to_dict`'s output.
+
+    Raises:
+        ValueError: an unknown schedule name or a field the schedule does not have.
+    """
+    data = dict(data)
+    name = data.pop("name", None)
+    if name not in SCHEDULES:
+        raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
+    cls = SCHEDULES[name]
+    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(
+            f"schedule {name!r} has no field(s) {', '.join(unknown)}; its fields are {', '.join(sorted(known))}."
+        )
+    data = {key: math.inf if value == "inf" else value for key, value in data.items()}
+    return cls(**data)
+
+
+def schedule_from_config(config: Any) -> Schedule:
+    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for (``config.schedule`` plus its flat fields).
+
+    Raises:
+        ValueError: an unknown schedule name or an invalid parameter.
+    """
+    name = config.schedule
+    common: dict[str, Any] = {"seed": config.seed}
+    if config.removal_fill is not None:
+        common["fill"] = config.removal_fill
+    if name == "full_cot":
+        return FullCoT(seed=config.seed)
+    if name == "no_cot":
+        return NoCoT(**common)
+    if name == "stepwise":
+        return Stepwise(
+            remove_per_epoch=config.remove_per_epoch,
+            remove_start_from=config.remove_start_from,
+            removal_smoothing_lambda=config.removal_smoothing_lambda,
+            remove_all_when_remove_beyond=config.remove_all_when_remove_beyond,
+            pretrain_epochs=config.pretrain_epochs,
+            side=config.removal_side,
+            reset_optimizer=config.reset_optimizer,
+            **common,
+        )
+    if name == "staged":
+        return Staged(
+            direction=config.removal_side,
+            steps_per_stage=config.steps_per_stage,
+            stage_length=config.stage_length,
+            stage_unit=config.stage_unit,
+            num_stages=config.num_stages,
+            final_remove_all=config.final_remove_all,
+            **common,
+        )
+    if name == "log_icot":
+        return LogICoT(
+            num_levels=config.num_levels,
+            stage_length=config.stage_length,
+            stage_unit=config.stage_unit,
+            final_drop=config.final_remove_all,
+            **common,
+        )
+    if name == "mixture":
+        return Mixture(
+            unit=config.mixture_unit,
+            max_length=config.mixture_max_length,
+            weights=config.mixture_weights,
+            hint=config.length_hint,
+            side=config.removal_side,
+            **common,
+        )
+    raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
