@@ -17,10 +17,13 @@ from transformers import (
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerFast,
+    Trainer,
+    TrainingArguments,
 )
 from transformers.modeling_outputs import CausalLMOutput
 
-from hf_icot.collator import encode_prompt
+from hf_icot.collator import encode_example, encode_prompt
+from hf_icot.cot import FULL_COT, truncate
 from hf_icot.evaluation import (
     default_max_new_tokens,
     evaluate_generation,
@@ -299,3 +302,55 @@ def test_compute_metrics_scores_teacher_forced_answers(tokenizer):
         make_compute_metrics(tokenizer)(
             EvalPrediction(predictions=predictions, label_ids=np.where(labels == 3, 4, labels))
         )
+
+
+def _pad_right(features, pad_id):
+    width = max(len(f["input_ids"]) for f in features)
+    batch = {"input_ids": [], "attention_mask": [], "labels": []}
+    for f in features:
+        gap = width - len(f["input_ids"])
+        batch["input_ids"].append(f["input_ids"] + [pad_id] * gap)
+        batch["attention_mask"].append([1] * len(f["input_ids"]) + [0] * gap)
+        batch["labels"].append(f["labels"] + [-100] * gap)
+    return {key: torch.tensor(value) for key, value in batch.items()}
+
+
+STEPS = 30
+
+
+def test_trainer_evaluate_reports_what_the_model_predicts(tiny_gpt2, tokenizer, tmp_path):
+    encoded = [encode_example(ex, truncate(ex, FULL_COT, tokenizer), tokenizer) for ex in EXAMPLES]
+    features = [{"input_ids": e["input_ids"], "labels": e["labels"]} for e in encoded]
+    # A few full-batch steps, so that some tokens and answers (not all) come out right.
+    torch.manual_seed(0)
+    model = copy.deepcopy(tiny_gpt2).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    batch = _pad_right(features, tokenizer.pad_token_id)
+    for _ in range(STEPS):
+        model(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_eval_batch_size=3, report_to="none", use_cpu=True)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        eval_dataset=Dataset.from_list(features),
+        data_collator=lambda batch: _pad_right(batch, tokenizer.pad_token_id),
+        compute_metrics=make_compute_metrics(tokenizer),
+        preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+    )
+    metrics = trainer.evaluate()
+
+    # The same counts by hand, one example at a time: token t + 1 is predicted at t; the answer is its words + <eos>.
+    right = labelled = answers_right = 0
+    with torch.no_grad():
+        for example, feature in zip(EXAMPLES, features):
+            predicted = model(torch.tensor([feature["input_ids"]])).logits[0, :-1].argmax(-1).tolist()
+            target = feature["labels"][1:]
+            hits = [p == t for p, t in zip(predicted, target) if t != -100]
+            right, labelled = right + sum(hits), labelled + len(hits)
+            answers_right += all(hits[-(len(example["answer"].split()) + 1) :])
+    assert metrics["eval_token_accuracy"] == pytest.approx(right / labelled)
+    assert metrics["eval_answer_em"] == answers_right / len(EXAMPLES)
+    assert 0 < right < labelled  # partly trained (here 28 of 39 tokens and 1 of 4 answers right)
