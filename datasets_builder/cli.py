@@ -146,9 +146,12 @@ def _run_build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 
 def _run_show(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    import datasets
+
     from hf_icot.cot import render_line
     from hf_icot.data import load_icot_dataset
 
+    datasets.disable_progress_bars()  # the output is the examples, one per line
     if args.num < 0:
         parser.error(f"-n {args.num} is not allowed; give a count >= 0.")
     try:

@@ -1,0 +1,73 @@
+"""load_icot_dataset: loads a published folder, truncates CoT with the one truncation function, validates names."""
+
+import pytest
+
+from datasets_builder import publish
+from datasets_builder.tasks import reference_text
+from hf_icot.cot import TruncationSpec, truncate_example
+from hf_icot.data import load_icot_dataset
+
+LINES = {
+    "valid": [
+        "5 6 3 2 * 7 4 3 4||5 5 5 6 1 + 0 0 6 4 9 0 ( 5 5 1 1 1 1 ) + 0 0 5 9 0 7 0 #### 5 5 6 0 8 2 0 1",
+        "Tom has 3 apples and buys 2 more.||<<3+2=5>> <<5*1=5>> #### 5",
+    ],
+    "test": ["6 9 * 6 4||6 7 3 + 0 4 8 2 #### 6 1 2 3"],
+}
+
+
+@pytest.fixture
+def folder(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for stem, lines in LINES.items():
+        (source / f"{stem}.txt").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "published"
+    publish.build_config(out, "reference_text", reference_text.Params(path=[str(source)], config="mixed"))
+    return out
+
+
+def test_loads_every_split_unchanged_without_truncation(folder):
+    loaded = load_icot_dataset(str(folder), "mixed")
+    assert sorted(loaded) == ["test", "validation"]
+    assert loaded["validation"]["cot"] == [
+        ["5 5 5 6 1", "+ 0 0 6 4 9 0 ( 5 5 1 1 1 1 )", "+ 0 0 5 9 0 7 0"],
+        ["<<3+2=5>>", "<<5*1=5>>"],
+    ]
+
+
+@pytest.mark.parametrize(
+    "truncation, expected",
+    [
+        ("step:all", [[], []]),
+        ("step:left:1", [["+ 0 0 6 4 9 0 ( 5 5 1 1 1 1 )", "+ 0 0 5 9 0 7 0"], ["<<5*1=5>>"]]),
+        ("step:right:2:hint", [["<len_1>", "5 5 5 6 1"], ["<len_0>"]]),
+        (
+            TruncationSpec(unit="token", which="left", count=2),
+            [["5 6 1", "+ 0 0 6 4 9 0 ( 5 5 1 1 1 1 )", "+ 0 0 5 9 0 7 0"], []],
+        ),
+    ],
+)
+def test_truncation_matches_truncate_example(folder, truncation, expected):
+    full = load_icot_dataset(str(folder), "mixed", split="validation")
+    truncated = load_icot_dataset(str(folder), "mixed", truncation=truncation, split="validation")
+    assert truncated["cot"] == expected
+    spec = TruncationSpec.parse(truncation) if isinstance(truncation, str) else truncation
+    assert truncated.to_list() == [truncate_example(row, spec) for row in full]
+    assert truncated["question"] == full["question"] and truncated["answer"] == full["answer"]
+    assert truncated.features == full.features
+
+
+def test_bad_names_and_counts_raise_one_sentence(folder, tmp_path):
+    with pytest.raises(ValueError, match=r"^config 'other' is not in '.*published'; available: mixed\.$"):
+        load_icot_dataset(str(folder), "other")
+    with pytest.raises(ValueError, match=r"^split 'train' is not in config 'mixed'; available: test, validation\.$"):
+        load_icot_dataset(str(folder), "mixed", split="train")
+    with pytest.raises(ValueError, match=r"^validation example 1: cannot remove 3 steps from the left of a CoT of 2"):
+        load_icot_dataset(str(folder), "mixed", truncation="step:left:3", split="validation")
+    with pytest.raises(ValueError, match=r"^truncation spec 'sideways' does not name what to remove"):
+        load_icot_dataset(str(folder), "mixed", truncation="sideways")
+    with pytest.raises(ValueError, match=r"^no dataset found at '.*nowhere'"):
+        load_icot_dataset(str(tmp_path / "nowhere"), "mixed")
+    saturated = load_icot_dataset(str(folder), "mixed", truncation="step:left:3:saturate", split="validation")
+    assert saturated["cot"] == [[], []]
