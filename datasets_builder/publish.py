@@ -74,7 +74,7 @@ def build_config(
     config = params.config_name()
     if not registry.CONFIG_NAME_PATTERN.fullmatch(config):
         raise ValueError(f"config name {config!r} is not allowed; use letters, digits and underscores.")
-    out_dir = Path(out_dir)
+    out_dir = Path(os.path.abspath(out_dir))  # "." must have a real name and parent for the staging folder
     _check_output_folder(out_dir)
     dataset = task.build(params, progress=progress)
     features = _check_schema(dataset, task_name)

@@ -192,3 +192,18 @@ def test_push_to_a_branch(built, loopback_hub):  # noqa: F811
     publish.push(built, "tester/branchy", revision="v1", token=loopback_hub.token)
     assert loopback_hub.files("tester/branchy", revision="v1") == snapshot(built)
     assert loopback_hub.files("tester/branchy") == {}
+
+
+def test_push_in_offline_mode_says_so(built):
+    # conftest sets HF_HUB_OFFLINE=1 for every test that does not ask for the loopback Hub
+    with pytest.raises(
+        publish.PushError, match=r"^HF_HUB_OFFLINE is set, so nothing can be pushed; unset it to push\.$"
+    ):
+        publish.push(built, "tester/offline", token="hf_whatever")
+
+
+def test_build_into_the_current_folder(built, monkeypatch):
+    monkeypatch.chdir(built)
+    publish.build_config(".", "ambiguity", OTHER, progress=False)
+    assert sorted(publish.read_configs(built)) == sorted([SMALL.config_name(), OTHER.config_name()])
+    assert not list(built.parent.glob(".data.*")), "no staging folder is left behind"
