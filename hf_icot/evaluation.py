@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from hf_icot.collator import encode_prompt, encode_text, split_generation
-from hf_icot.cot import ANSWER_PREFIX, TruncationSpec, cot_token_count, truncate_example
+from hf_icot.cot import ANSWER_PREFIX, TruncationSpec, cot_token_count, truncate, truncate_example
 from hf_icot.metrics import load_exact_match
 
 #: Number of ``<eos>`` in a full model sequence; the last one closes the answer.
@@ -253,34 +253,42 @@ def generate_batched(
 # Exact match of generations
 
 
+def _hint_spec(example: Mapping[str, Any], tokenizer: Any, hint: int, hint_unit: str) -> TruncationSpec:
+    """What a mixture model keeps under a hint of ``hint`` units: the last ones (curricula remove CoT from the left,
+    so the units nearest the answer stay), i.e. a saturated left removal of ``total - hint`` units."""
+    total = cot_token_count(example, tokenizer) if hint_unit == "token" else len(example["cot"])
+    return TruncationSpec(unit=hint_unit, which="left", count=max(total - hint, 0), saturate=True)
+
+
 def gold_cot_text(
     example: Mapping[str, Any], tokenizer: Any, hint: int | None = None, hint_unit: str = "token"
 ) -> str:
-    """The CoT a model should write for ``example``: all steps joined by spaces, or under a hint of ``k`` units the
-    last ``k`` (the curriculum removes CoT from the left, so a mixture model asked for ``k`` units writes the ones
-    nearest the answer), as :func:`hf_icot.cot.truncate` keeps them with a saturated left removal of ``total - k``."""
+    """The CoT a model should write for ``example``: all steps joined by spaces, or under a hint of ``k`` units
+    (tokens or steps) the last ``k`` of them, as :func:`hf_icot.cot.truncate` keeps them."""
     if hint is None:
         return " ".join(example["cot"])
-    total = cot_token_count(example, tokenizer) if hint_unit == "token" else len(example["cot"])
-    spec = TruncationSpec(unit=hint_unit, which="left", count=max(total - hint, 0), saturate=True)
-    return " ".join(truncate_example(example, spec, tokenizer)["cot"])
+    return " ".join(truncate_example(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer)["cot"])
 
 
-def gold_continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str) -> int:
-    """Tokens a model should generate for ``example`` in ``mode``: the CoT tokens (none in implicit mode, at most
-    ``k`` under ``hint=k``), then ``<eos> #### answer <eos>`` (``#### answer <eos>`` in implicit mode)."""
+def gold_continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str, hint_unit: str = "token") -> int:
+    """Tokens a model should generate for ``example`` in ``mode``: the CoT tokens (none in implicit mode, those of
+    the last ``k`` units under ``hint=k``), then ``<eos> #### answer <eos>`` (``#### answer <eos>`` in implicit
+    mode)."""
     base, hint = parse_mode(mode)
     answer = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
     if base == "implicit":
         return answer
-    cot = cot_token_count(example, tokenizer)
-    return (cot if hint is None else min(hint, cot)) + 1 + answer
+    if hint is None:
+        return cot_token_count(example, tokenizer) + 1 + answer
+    return truncate(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer).kept + 1 + answer
 
 
-def default_max_new_tokens(dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str) -> int:
+def default_max_new_tokens(
+    dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str, hint_unit: str = "token"
+) -> int:
     """The longest gold continuation of ``dataset`` in ``mode``, plus a quarter (at least 8 tokens) of slack so that a
     model writing a slightly longer CoT can still reach its answer."""
-    longest = max(gold_continuation_length(example, tokenizer, mode) for example in dataset)
+    longest = max(gold_continuation_length(example, tokenizer, mode, hint_unit) for example in dataset)
     return longest + max(8, longest // 4)
 
 
@@ -315,20 +323,30 @@ def evaluate_generation(
         only. With ``return_predictions``, the tuple ``(metrics, predictions_by_mode)``.
 
     Raises:
-        ValueError: an empty dataset, an unknown mode or hint unit, or a bad ``max_new_tokens``/``batch_size``.
+        ValueError: an empty dataset or one without the schema's columns, an unknown mode or hint unit, or a bad
+            ``max_new_tokens``/``batch_size``.
     """
     examples = list(dataset)
     if not examples:
         raise ValueError("evaluate_generation got an empty dataset; pass at least one example.")
     if hint_unit not in ("token", "step"):
         raise ValueError(f"hint_unit {hint_unit!r} is unknown; allowed: 'token', 'step'.")
+    missing = [column for column in ("question", "cot", "answer") if column not in examples[0]]
+    if missing:
+        raise ValueError(
+            f"the evaluation examples lack the column(s) {', '.join(missing)}; hf_icot examples have question, cot "
+            "and answer."
+        )
     metric = load_exact_match()
     metrics: dict[str, float] = {}
     predictions: dict[str, list[dict[str, Any]]] = {}
     for mode in _expand_modes(modes, hint_lengths):
         base, hint = parse_mode(mode)
         prompts = [encode_prompt(ex["question"], tokenizer, mode=base, hint=hint) for ex in examples]
-        limit = max_new_tokens if max_new_tokens is not None else default_max_new_tokens(examples, tokenizer, mode)
+        if max_new_tokens is None:
+            limit = default_max_new_tokens(examples, tokenizer, mode, hint_unit)
+        else:
+            limit = max_new_tokens
         start = time.perf_counter()
         continuations = generate_batched(model, tokenizer, prompts, limit, batch_size)
         seconds = max(time.perf_counter() - start, 1e-9)

@@ -203,6 +203,8 @@ def test_default_token_cap_follows_the_gold_lengths_of_each_mode(tokenizer):
     assert default_max_new_tokens(EXAMPLES, tokenizer, "explicit") == 10 + 8
     assert default_max_new_tokens(EXAMPLES, tokenizer, "implicit") == 5 + 8
     assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1") == 1 + 1 + 5 + 8
+    # Under step hints, the last step is 3 tokens ("+ 7 8", "8 9 0"): longest "8 9 0 <eos> #### 2 3 4 <eos>".
+    assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1", hint_unit="step") == 3 + 1 + 4 + 1 + 8
 
 
 def test_gold_cot_under_a_hint_keeps_the_units_nearest_the_answer(tokenizer):
@@ -265,6 +267,8 @@ def test_bad_inputs_are_refused_with_a_clear_message(scripted, tokenizer):
     prompt = encode_prompt("1 2", tokenizer)
     with pytest.raises(ValueError, match="evaluation mode 'cot' is unknown"):
         evaluate_generation(scripted, tokenizer, EXAMPLES, modes=("cot",))
+    with pytest.raises(ValueError, match="lack the column\\(s\\) cot, answer"):
+        evaluate_generation(scripted, tokenizer, [{"question": "1 2"}])
     with pytest.raises(ValueError, match="empty dataset"):
         evaluate_generation(scripted, tokenizer, [])
     with pytest.raises(ValueError, match="max_new_tokens 0 is not allowed"):
