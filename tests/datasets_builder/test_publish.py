@@ -207,3 +207,29 @@ def test_build_into_the_current_folder(built, monkeypatch):
     publish.build_config(".", "ambiguity", OTHER, progress=False)
     assert sorted(publish.read_configs(built)) == sorted([SMALL.config_name(), OTHER.config_name()])
     assert not list(built.parent.glob(".data.*")), "no staging folder is left behind"
+
+
+def test_loopback_hub_serves_model_repos_too(loopback_hub, tmp_path):  # noqa: F811
+    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+    api = HfApi(token=loopback_hub.token)
+    api.create_repo("tester/model", private=True)
+    weights = bytes(range(256)) * 4
+    (tmp_path / "model.safetensors").write_bytes(weights)
+    (tmp_path / "config.json").write_text("{}")
+    loopback_hub.fail(507, r"^PUT /lfs-upload/", after=1)  # the second LFS upload fails, once
+    api.upload_folder(repo_id="tester/model", folder_path=tmp_path)
+    with pytest.raises(RuntimeError, match="Error while uploading 'more.bin'") as info:
+        api.upload_file(path_or_fileobj=b"x" * 10, path_in_repo="more.bin", repo_id="tester/model")
+    assert isinstance(info.value.__cause__, HfHubHTTPError) and info.value.__cause__.response.status_code == 507
+    api.upload_file(path_or_fileobj=b"x" * 10, path_in_repo="more.bin", repo_id="tester/model")
+    assert loopback_hub.files("tester/model", repo_type="model") == {
+        "model.safetensors": weights,
+        "config.json": b"{}",
+        "more.bin": b"x" * 10,
+    }
+    assert api.model_info("tester/model").private is True
+    path = hf_hub_download("tester/model", "model.safetensors", token=loopback_hub.token)
+    assert Path(path).read_bytes() == weights
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi(token=False).model_info("tester/model")  # private: invisible without a token
