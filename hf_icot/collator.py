@@ -8,9 +8,14 @@ generated ids back into text goes through them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, hint_token
+import datasets
+import numpy as np
+import torch
+
+from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, hint_token, tokenize_steps, truncate
 from hf_icot.tokenization import first_unrepresentable_word
 
 PROMPT_MODES = ("explicit", "implicit", "hint")
@@ -156,3 +161,196 @@ def split_generation(token_ids: Sequence[int], tokenizer: Any, prompt_mode: str)
     else:
         answer_text = ""
     return _decode_words(cot_ids, tokenizer), answer_text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Batches
+
+
+@dataclass
+class PendingExamples:
+    """Examples collated but not yet truncated: the trainer picks their truncation at the exact optimizer step.
+
+    Not a list or mapping on purpose, so that ``accelerate`` and the Trainer pass it through untouched.
+    """
+
+    examples: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+def context_length(model: Any) -> int | None:
+    """The longest sequence ``model`` takes (``n_positions``, ``max_position_embeddings`` or ``n_ctx``), or None."""
+    config = getattr(model, "config", None)
+    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+class ICoTCollator:
+    """Collates schema examples for :class:`hf_icot.trainer.ICoTTrainer`, in two phases.
+
+    The Trainer fetches batches ahead of the step they are used in (gradient-accumulation prefetch, accelerate's
+    one-batch lookahead), so a collator cannot know the global step — and hence the curriculum — when it runs.
+    ``__call__`` therefore only groups the examples (``{"example_id": LongTensor, "pending": PendingExamples}``);
+    the trainer decides one :class:`~hf_icot.cot.TruncationSpec` per example at ``trainer.state.global_step`` and
+    calls :meth:`render`, which truncates (:func:`hf_icot.cot.truncate`), encodes (:func:`encode_example`) and pads.
+
+    :meth:`prepare_dataset` adds an ``example_id`` column (the row index, which keys per-example randomness) and the
+    question, answer and CoT tokenizations, so that rendering never re-tokenizes text in the training loop.
+
+    Args:
+        tokenizer: the model's tokenizer (word-level from :mod:`hf_icot.tokenization`, or a prepared BPE tokenizer).
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer)
+
+    # -- preparation ---------------------------------------------------------------------------------------------
+
+    def _tokenize_rows(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+        tokenizer = self.tokenizer
+        ids = batch["example_id"] if "example_id" in batch else indices
+        out: dict[str, list] = {"example_id": list(ids), "question_ids": [], "answer_ids": [], "cot_tokens": []}
+        out["n_cot_tokens"], out["n_cot_steps"] = [], []
+        for index, question, steps, answer in zip(ids, batch["question"], batch["cot"], batch["answer"]):
+            try:
+                out["question_ids"].append(encode_text(question, tokenizer))
+                out["answer_ids"].append(encode_text(f"{ANSWER_PREFIX} {answer}", tokenizer))
+                step_tokens = tokenize_steps(steps, tokenizer)
+                for step, tokens in zip(steps, step_tokens):
+                    if tokenizer.unk_token is not None and tokenizer.unk_token in tokens:
+                        encode_text(step, tokenizer)  # raises, naming the word
+                    if any(len(token.split()) != 1 for token in tokens):
+                        raise ValueError(
+                            f"the tokenizer makes a token with whitespace from the CoT step {step!r}; hf_icot needs "
+                            "tokens without spaces (byte-level BPE, word-level)."
+                        )
+            except ValueError as error:
+                raise ValueError(f"example {index}: {error}") from None
+            out["cot_tokens"].append([" ".join(tokens) for tokens in step_tokens])
+            out["n_cot_tokens"].append(sum(len(tokens) for tokens in step_tokens))
+            out["n_cot_steps"].append(len(steps))
+        return out
+
+    def prepare_dataset(
+        self, dataset: datasets.Dataset, max_length: int | None = None, too_long: str = "error", hint: bool = False
+    ) -> tuple[datasets.Dataset, int]:
+        """Add ``example_id`` (kept if present), ``question_ids``, ``answer_ids``, ``cot_tokens`` (each step's tokens,
+        space-joined), ``n_cot_tokens`` and ``n_cot_steps``; check lengths against the model's context.
+
+        Args:
+            dataset: a schema dataset.
+            max_length: the model's context; the untruncated sequence (plus the hint) must fit, since
+                ``keep_position`` and ``pad`` keep its length.
+            too_long: ``"error"`` or ``"skip"`` (drop such examples).
+            hint: the curriculum puts a length-hint token before the CoT.
+
+        Returns:
+            The prepared dataset and the number of examples skipped.
+
+        Raises:
+            ValueError: a missing column, a word the tokenizer cannot represent (naming the example), or under
+                ``too_long="error"`` a sequence beyond ``max_length`` (naming the example, its length and the limit).
+        """
+        missing = [column for column in ("question", "cot", "answer") if column not in dataset.column_names]
+        if missing:
+            raise ValueError(
+                f"the dataset lacks the column(s) {', '.join(missing)}; hf_icot needs question, cot, answer."
+            )
+        if too_long not in ("error", "skip"):
+            raise ValueError(f"too_long {too_long!r} is not allowed; choose error or skip.")
+        if "question_ids" in dataset.column_names:
+            prepared = dataset
+        else:
+            features = dataset.features.copy()
+            features.update(
+                {
+                    "example_id": datasets.Value("int64"),
+                    "question_ids": datasets.Sequence(datasets.Value("int32")),
+                    "answer_ids": datasets.Sequence(datasets.Value("int32")),
+                    "cot_tokens": datasets.Sequence(datasets.Value("string")),
+                    "n_cot_tokens": datasets.Value("int32"),
+                    "n_cot_steps": datasets.Value("int32"),
+                }
+            )
+            prepared = dataset.map(
+                self._tokenize_rows, batched=True, with_indices=True, features=features, desc="hf_icot: tokenizing"
+            )
+        if max_length is None:
+            return prepared, 0
+        extra = 3 + (1 if hint else 0)  # two <eos> separators, the final <eos>, the hint
+        lengths = [
+            len(q) + n + len(a) + extra
+            for q, n, a in zip(prepared["question_ids"], prepared["n_cot_tokens"], prepared["answer_ids"])
+        ]
+        too_long_rows = [i for i, length in enumerate(lengths) if length > max_length]
+        if too_long_rows and too_long == "error":
+            row = too_long_rows[0]
+            raise ValueError(
+                f"example {prepared[row]['example_id']} is {lengths[row]} tokens long with its full CoT, beyond the "
+                f"model's context of {max_length}; shorten it, use a longer-context model, or set too_long='skip'."
+            )
+        if too_long_rows:
+            keep = sorted(set(range(len(prepared))) - set(too_long_rows))
+            prepared = prepared.select(keep)
+        return prepared, len(too_long_rows)
+
+    # -- collation -------------------------------------------------------------------------------------------------
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        """Group examples; truncation and tensors come later, from :meth:`render`."""
+        if not features or "example_id" not in features[0]:
+            raise ValueError(
+                "ICoTCollator needs examples with an example_id; prepare the dataset with prepare_dataset()."
+            )
+        ids = torch.tensor([feature["example_id"] for feature in features], dtype=torch.long)
+        return {"example_id": ids, "pending": PendingExamples(list(features))}
+
+    def truncate_batch(
+        self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]
+    ) -> list[TruncatedCoT]:
+        """:func:`hf_icot.cot.truncate` each example with its spec (from the prepared CoT tokens when present)."""
+        truncated = []
+        for example, spec in zip(examples, specs):
+            if "cot_tokens" in example:
+                # The prepared tokens joined by spaces split back into exactly the tokenizer's tokens.
+                source = {"cot": example["cot_tokens"], "cot_level": example.get("cot_level")}
+                truncated.append(truncate(source, spec))
+            else:
+                truncated.append(truncate(example, spec, self.tokenizer))
+        return truncated
+
+    def encode_batch(self, examples: Sequence[Mapping[str, Any]], truncated: Sequence[TruncatedCoT]) -> dict[str, Any]:
+        """Encode and right-pad: ``input_ids``, ``attention_mask``, ``labels`` (-100 on question and padding) and,
+        when some example keeps positions, ``position_ids``."""
+        encoded = [encode_example(example, cut, self.tokenizer) for example, cut in zip(examples, truncated)]
+        width = max(len(item["input_ids"]) for item in encoded)
+        input_ids = np.full((len(encoded), width), self.pad_id, dtype=np.int64)
+        labels = np.full((len(encoded), width), IGNORE_INDEX, dtype=np.int64)
+        attention_mask = np.zeros((len(encoded), width), dtype=np.int64)
+        with_positions = any(cut.keep_position for cut in truncated)
+        position_ids = np.zeros((len(encoded), width), dtype=np.int64) if with_positions else None
+        for row, item in enumerate(encoded):
+            n = len(item["input_ids"])
+            input_ids[row, :n] = item["input_ids"]
+            labels[row, :n] = item["labels"]
+            attention_mask[row, :n] = 1
+            if position_ids is not None:
+                position_ids[row, :n] = item["position_ids"]
+        batch = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+            "labels": torch.from_numpy(labels),
+        }
+        if position_ids is not None:
+            batch["position_ids"] = torch.from_numpy(position_ids)
+        return batch
+
+    def render(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> dict[str, Any]:
+        """Truncate each example with its spec and return the padded model batch (see :meth:`encode_batch`)."""
+        return self.encode_batch(examples, self.truncate_batch(examples, specs))
