@@ -216,21 +216,6 @@ class _Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             self.state._connections.discard(self.connection)
 
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_HEAD(self) -> None:
-        self._serve("HEAD")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
     # -- plumbing --------------------------------------------------------------------------------------------------
 
     def _read_body(self) -> bytes:
@@ -246,23 +231,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self.rfile.readline()
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _send(
-        self, status: int, body: bytes = b"", headers: dict[str, str] | None = None, method: str = "GET"
-    ) -> None:
+    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         for name, value in {"Content-Length": str(len(body)), **(headers or {})}.items():
             self.send_header(name, value)
         self.end_headers()
-        if method != "HEAD":
+        if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _json(self, status: int, payload: object, headers: dict[str, str] | None = None, method: str = "GET") -> None:
-        self._send(
-            status, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})}, method
-        )
+    def _json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+        self._send(status, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})})
 
-    def _serve(self, method: str) -> None:
-        hub = self.state
+    def _serve(self) -> None:
+        hub, method = self.state, self.command
         body = self._read_body()
         path, _, query = self.path.partition("?")
         request_line = f"{method} {path}"
@@ -281,7 +262,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {"X-Error-Message": error.message}
             if error.error_code:
                 headers["X-Error-Code"] = error.error_code
-            self._json(error.status, {"error": error.message}, headers, method)
+            self._json(error.status, {"error": error.message}, headers)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _serve
 
     def _route(self, method: str, segments: list[str], query: dict, body: bytes, authorized: bool) -> None:
         hub = self.state
@@ -309,7 +292,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._lfs_batch(repo_type, f"{rest[0]}/{rest[1][:-4]}", body, authorized)
         if len(rest) >= 5 and rest[2] == "resolve" and method in ("GET", "HEAD"):
             revision, filename = unquote(rest[3]), unquote("/".join(rest[4:]))
-            return self._resolve(method, repo_type, f"{rest[0]}/{rest[1]}", revision, filename, authorized)
+            return self._resolve(repo_type, f"{rest[0]}/{rest[1]}", revision, filename, authorized)
         raise HubError(404, f"the loopback hub does not serve {method} /{'/'.join(segments)}")
 
     @staticmethod
@@ -492,9 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise HubError(404, f"LFS object {payload['oid']} is not stored")
         self._json(200, {})
 
-    def _resolve(
-        self, method: str, repo_type: str, repo_id: str, revision: str, filename: str, authorized: bool
-    ) -> None:
+    def _resolve(self, repo_type: str, repo_id: str, revision: str, filename: str, authorized: bool) -> None:
         hub = self.state
         with hub.lock:
             branch = hub.snapshot(hub.repo(repo_type, repo_id, authorized), revision)
@@ -512,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
             end = int(ranged.group(2)) + 1 if ranged.group(2) else len(content)
             content, status = content[start:end], 206
             headers["Content-Range"] = f"bytes {start}-{start + len(content) - 1}/{len(stored.content)}"
-        self._send(status, content, headers, method)
+        self._send(status, content, headers)
 
 
 def _tree(branch: Branch, under: str, recursive: bool) -> list[dict]:
