@@ -286,7 +286,7 @@ def card_metadata(records: dict[str, dict[str, Any]]) -> DatasetCardData:
             dataset_size=sum(info["num_bytes"] for info in record["splits"].values()),
         )
     licenses = {record.get("license") for record in records.values()}
-    largest = max(info["num_examples"] for record in records.values() for info in record["splits"].values())
+    largest = max(sum(info["num_examples"] for info in record["splits"].values()) for record in records.values())
     card_data = DatasetCardData(
         license=licenses.pop() if len(licenses) == 1 and None not in licenses else None,
         pretty_name="hf_icot: " + ", ".join(sorted({record["task"] for record in records.values()})),

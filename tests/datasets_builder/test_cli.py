@@ -1,6 +1,7 @@
 """The command line: options derived from each task's Params, one-line errors with exit code 2, truthful --help."""
 
 import dataclasses
+import shlex
 import subprocess
 import sys
 import types
@@ -10,7 +11,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from datasets_builder import cli, registry
+from datasets_builder import cli, publish, registry
 from datasets_builder.tasks import ambiguity
 from tests.hub_server import loopback_hub  # noqa: F401  (pytest fixture)
 
@@ -171,3 +172,28 @@ def test_bool_and_list_fields_become_flag_pairs_and_nargs(monkeypatch):
     assert registry.params_to_argv({"flag": False, "sizes": [3, 4, 5], "rate": 0.25}) == [
         "--no-flag", "--sizes", "3", "4", "5", "--rate", "0.25",
     ]  # fmt: skip
+
+
+def test_the_cards_rebuild_command_reproduces_the_config(tmp_path, capsys):
+    first = tmp_path / "first"
+    run_main(
+        ["build", "--task", "ambiguity", "--n_bases", "6", "--k", "2", "--direction", "az_to_b", "--out", str(first)],
+        capsys,
+    )
+    (record,) = publish.read_configs(first).values()
+    card = (first / "README.md").read_text()
+    rebuild = shlex.split(card.split("* rebuild: `")[1].split("`")[0])
+    assert rebuild[:4] == ["python", "-m", "datasets_builder", "build"] and rebuild[-2:] == ["--out", "DIR"]
+    second = tmp_path / "second"
+    code, _, _ = run_main([*rebuild[3:-1], str(second), "--no-progress"], capsys)
+    assert code == 0
+    assert publish.read_configs(second)[record["config_name"]]["fingerprint"] == record["fingerprint"]
+
+
+def test_make_params_checks_names():
+    params = registry.make_params("ambiguity", n_bases=3, k=2)
+    assert (params.n_bases, params.k, params.seed) == (3, 2, 0)
+    with pytest.raises(ValueError, match=r"^parameter 'kk' is unknown for task 'ambiguity'; allowed: n_bases, k, "):
+        registry.make_params("ambiguity", kk=2)
+    with pytest.raises(ValueError, match=r"^task 'nope' is unknown; allowed: "):
+        registry.make_params("nope")
