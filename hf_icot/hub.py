@@ -330,6 +330,7 @@ def write_model_card(
         title=title,
         model_ref=model_ref,
         base_model=base_model,
+        base_model_url=f"https://huggingface.co/{base_model}" if is_hub_id(base_model) else None,
         architecture=architecture,
         weights_kind=weights_kind,
         peft=dict(peft) if peft else None,

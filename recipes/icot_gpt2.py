@@ -179,16 +179,22 @@ def load_model_and_tokenizer(args: ScriptArguments, training_args: Any, dataset:
             raise ValueError(f"--scratch_model has a field GPT2Config does not take ({error}).") from None
         return GPT2LMHeadModel(config), tokenizer
     name = args.model_name_or_path
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name, use_safetensors=True)
-    except OSError as error:
-        where = "folder" if os.path.isdir(name) else "Hub id or local path"
-        offline = " (offline mode is on: HF_HUB_OFFLINE is set)" if _offline() else ""
+    looks_local = name.startswith((".", "/", "~")) or os.sep in name.strip("/").replace("/", "", 1)
+    if looks_local and not os.path.isdir(name):
         raise ValueError(
-            f"cannot load the model {name!r}{offline}: give an existing local folder with a safetensors model and its "
-            f"tokenizer, or a Hub id that is reachable ({where} failed: {str(error).splitlines()[0]})."
-        ) from None
+            f"model folder {name!r} does not exist; give a folder saved with save_pretrained, or a Hub id."
+        )
+    try:
+        model = AutoModelForCausalLM.from_pretrained(name, use_safetensors=True)
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as error:  # transformers raises ValueError for a tokenizer it cannot build
+        if os.path.isdir(name):
+            reason = f"the folder holds no safetensors causal LM with its tokenizer ({str(error).splitlines()[0]})"
+        elif _offline():
+            reason = "it is not in the local cache and HF_HUB_OFFLINE is set; unset it, or give a local folder"
+        else:
+            reason = f"the Hub has no such model or is unreachable ({str(error).splitlines()[0]}); check the id"
+        raise ValueError(f"cannot load the model {name!r}: {reason}.") from None
     uses_placeholder = (
         training_args.removal_fill or ("pad" if training_args.schedule == "log_icot" else "drop")
     ) == "pad"
