@@ -79,6 +79,7 @@ def build_config(
     dataset = task.build(params, progress=progress)
     features = _check_schema(dataset, task_name)
 
+    created = [folder for folder in out_dir.parents if not folder.exists()]  # deepest first
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
     try:
@@ -104,6 +105,8 @@ def build_config(
         _swap_into_place(staging, out_dir)
     except BaseException:  # KeyboardInterrupt too: a half-built staging folder must not outlive the build
         shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:
+            folder.rmdir()
         raise
     return record
 

@@ -94,8 +94,8 @@ def test_failed_build_leaves_the_folder_as_it_was(built, monkeypatch, error):
     assert sorted(p.name for p in built.parent.iterdir()) == siblings, "no staging folder is left behind"
     calls.clear()
     with pytest.raises(type(error)):
-        publish.build_config(built.parent / "fresh", "ambiguity", OTHER, progress=False)
-    assert not (built.parent / "fresh").exists()
+        publish.build_config(built.parent / "new" / "fresh", "ambiguity", OTHER, progress=False)
+    assert not (built.parent / "new").exists(), "folders made for the output are removed too"
 
 
 def test_folder_with_foreign_files_is_refused(tmp_path):
