@@ -1,0 +1,184 @@
+"""ICoTConfig: ``TrainingArguments`` plus the fields of the ICoT method (curriculum, per-stage evaluation).
+
+Schedule parameters are flat fields so that a recipe YAML and the command line set them the same way; which ones a
+schedule reads is listed in each field's help. :func:`parse_config` reads ``--config recipe.yaml`` as defaults and
+lets command-line flags override them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from transformers import HfArgumentParser, TrainingArguments
+
+from hf_icot.schedules import SCHEDULES, schedule_from_config
+
+TOO_LONG_ACTIONS = ("error", "skip")
+
+
+@dataclass
+class ICoTConfig(TrainingArguments):
+    """Training arguments for implicit chain-of-thought training with :class:`hf_icot.trainer.ICoTTrainer`."""
+
+    schedule: str = field(
+        default="stepwise",
+        metadata={"help": f"Curriculum: one of {', '.join(SCHEDULES)}.", "choices": list(SCHEDULES)},
+    )
+    remove_per_epoch: float = field(
+        default=8.0, metadata={"help": "stepwise: CoT tokens removed per epoch (paced one token at a time)."}
+    )
+    remove_start_from: int = field(default=0, metadata={"help": "stepwise: tokens removed from the first step on."})
+    removal_smoothing_lambda: float = field(
+        default=math.inf,
+        metadata={"help": "stepwise: λ of the per-example extra removal offset, P(o) ∝ e^(-λo); inf turns it off."},
+    )
+    remove_all_when_remove_beyond: float = field(
+        default=math.inf,
+        metadata={"help": "stepwise: once this many tokens are scheduled, remove the whole CoT (inf: never)."},
+    )
+    pretrain_epochs: int = field(default=0, metadata={"help": "stepwise: epochs with the full CoT before removal."})
+    removal_side: str = field(
+        default="left",
+        metadata={"help": "stepwise/mixture: left or right; staged: left, right or inductive (stride curriculum)."},
+    )
+    removal_fill: str | None = field(
+        default=None,
+        metadata={"help": "drop, pad (placeholder tokens) or keep_position; default: pad for log_icot, else drop."},
+    )
+    reset_optimizer: bool = field(
+        default=False, metadata={"help": "stepwise: reset the Adam state each time one more token is removed."}
+    )
+    stage_length: float = field(default=1.0, metadata={"help": "staged/log_icot: length of a stage in stage_unit."})
+    stage_unit: str = field(
+        default="epochs", metadata={"help": "staged/log_icot: epochs or steps.", "choices": ["epochs", "steps"]}
+    )
+    steps_per_stage: int = field(default=1, metadata={"help": "staged: CoT steps removed per stage."})
+    num_stages: int | None = field(
+        default=None, metadata={"help": "staged: number of stages (the last one lasts); unset: unbounded."}
+    )
+    final_remove_all: bool = field(
+        default=False,
+        metadata={"help": "staged/log_icot: add a final stage that drops the whole CoT (staged needs num_stages)."},
+    )
+    num_levels: int | None = field(
+        default=None, metadata={"help": "log_icot: tree depth; unset: the deepest cot_level of the training data."}
+    )
+    mixture_unit: str = field(
+        default="token", metadata={"help": "mixture: token or step.", "choices": ["token", "step"]}
+    )
+    mixture_max_length: int | None = field(
+        default=None, metadata={"help": "mixture: kept lengths are uniform over 0..this (unset: the CoT's length)."}
+    )
+    mixture_weights: list[float] | None = field(
+        default=None, metadata={"help": "mixture: P(kept length = i) proportional to the i-th weight."}
+    )
+    length_hint: bool = field(
+        default=False,
+        metadata={"help": "mixture: put a length-hint token before the CoT saying how many units follow."},
+    )
+    eval_modes: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Generation evaluation at each stage end: implicit, explicit, hint=k; empty: off."},
+    )
+    max_new_tokens: int = field(default=64, metadata={"help": "Generation evaluation: most tokens generated."})
+    generation_eval_examples: int | None = field(
+        default=None, metadata={"help": "Generation evaluation: use only the first N evaluation examples."}
+    )
+    evaluate_each_stage: bool = field(
+        default=True, metadata={"help": "Evaluate (loss, and generation if eval_modes) when each stage ends."}
+    )
+    keep_stage_checkpoints: bool = field(
+        default=True,
+        metadata={"help": "Save the model at the end of every stage to output_dir/stage-<i> (stepwise: many)."},
+    )
+    too_long: str = field(
+        default="error",
+        metadata={
+            "help": "A sequence longer than the model's context: error, or skip (counted in the logs).",
+            "choices": list(TOO_LONG_ACTIONS),
+        },
+    )
+    # The collator needs the raw columns (question, cot, answer), which the model's forward does not take.
+    remove_unused_columns: bool = field(
+        default=False, metadata={"help": "Keep False: the ICoT collator reads question, cot and answer."}
+    )
+    # Generation accuracy is measured by evaluate_generation; gathering full-vocabulary logits would only cost memory.
+    prediction_loss_only: bool = field(
+        default=True, metadata={"help": "Evaluation returns only the loss (generation metrics are separate)."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # YAML and dict inputs do not go through argparse's type conversion.
+        self.removal_smoothing_lambda = float(self.removal_smoothing_lambda)
+        self.remove_all_when_remove_beyond = float(self.remove_all_when_remove_beyond)
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule {self.schedule!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
+        if self.too_long not in TOO_LONG_ACTIONS:
+            raise ValueError(
+                f"too_long {self.too_long!r} is not allowed; choose one of {', '.join(TOO_LONG_ACTIONS)}."
+            )
+        if self.eval_modes:
+            from hf_icot.evaluation import parse_mode  # the evaluation module owns the mode names
+
+            for mode in self.eval_modes:
+                parse_mode(mode)
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens {self.max_new_tokens} is not allowed; it must be >= 1.")
+        if self.generation_eval_examples is not None and self.generation_eval_examples < 1:
+            raise ValueError(
+                f"generation_eval_examples {self.generation_eval_examples} is not allowed; it must be >= 1."
+            )
+        if self.removal_side == "inductive" and self.schedule != "staged":
+            raise ValueError(
+                f"removal_side 'inductive' is a staged curriculum; schedule {self.schedule!r} takes left or right."
+            )
+        if self.remove_unused_columns:
+            raise ValueError(
+                "remove_unused_columns=True would drop question/cot/answer before the ICoT collator; keep it False."
+            )
+        schedule_from_config(self)  # every schedule parameter is validated where it is used
+
+
+def parse_config(
+    dataclass_types: type | Sequence[type] = ICoTConfig, args: Sequence[str] | None = None
+) -> tuple[Any, ...]:
+    """Parse ``--config file.yaml`` (defaults) and command-line flags (overrides) into dataclasses.
+
+    Args:
+        dataclass_types: the dataclasses to fill (e.g. ``(ScriptArguments, ICoTConfig)``), as for HfArgumentParser.
+        args: the argument strings (default: ``sys.argv[1:]``).
+
+    Returns:
+        One instance per dataclass type, in order.
+
+    Raises:
+        ValueError: a YAML key that no dataclass has, a YAML file that is not a mapping, or an invalid value.
+        SystemExit: argparse's usual exit on a bad flag or ``--help``.
+    """
+    types = [dataclass_types] if isinstance(dataclass_types, type) else list(dataclass_types)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    known, remaining = pre.parse_known_args(args)
+    parser = HfArgumentParser(types)
+    parser.add_argument("--config", default=None, help="A YAML file whose keys set the defaults of the flags below.")
+    if known.config is not None:
+        with open(known.config, encoding="utf-8") as stream:
+            defaults = yaml.safe_load(stream) or {}
+        if not isinstance(defaults, dict):
+            raise ValueError(
+                f"config file {known.config} holds a {type(defaults).__name__}; it must be a mapping of flags."
+            )
+        accepted = {action.dest for action in parser._actions}
+        unknown = sorted(set(defaults) - accepted)
+        if unknown:
+            raise ValueError(f"config file {known.config} has unknown key(s) {', '.join(unknown)}; see --help.")
+        parser.set_defaults(**defaults)
+    outputs = parser.parse_args_into_dataclasses(args=list(remaining), look_for_args_file=False)
+    # The extra namespace holds only --config, already consumed.
+    return tuple(output for output in outputs if not isinstance(output, argparse.Namespace))

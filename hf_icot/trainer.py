@@ -1,0 +1,355 @@
+"""ICoTTrainer: the Hugging Face Trainer with a CoT-removal curriculum.
+
+What it adds to :class:`transformers.Trainer` (same constructor, plus an optional ``schedule``):
+
+* **Truncation at the exact step.** Batches are collated untruncated (:class:`hf_icot.collator.ICoTCollator`) and
+  rendered in :meth:`ICoTTrainer.get_batch_samples`, which the training loop calls once per optimizer step with
+  ``state.global_step`` equal to the step about to be computed; the schedule picks each example's truncation there.
+* **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
+  cleared; the learning-rate schedule keeps following the global step.
+* **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
+  and ``cot/kept_tokens_mean`` (measured on this process's batches) join the training logs; when a stage ends its
+  model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``).
+* **Exact resume**: the schedule and the run-time flags ride in ``trainer_state.json`` (an ``ExportableState``
+  callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on any number of
+  processes — continues the same curriculum.
+* **Non-finite loss** stops training with :class:`NonFiniteLossError` before the optimizer steps, so the last saved
+  checkpoint stays the last good one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import has_length
+
+from hf_icot.collator import ICoTCollator, context_length
+from hf_icot.config import ICoTConfig
+from hf_icot.schedules import Schedule, schedule_from_config, schedule_from_dict
+
+logger = logging.getLogger(__name__)
+
+STAGE_CHECKPOINT_PREFIX = "stage-"
+SCHEDULE_FILE = "icot_schedule.json"
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+class ICoTStateCallback(TrainerCallback, ExportableState):
+    """Carries the curriculum state through checkpoints (``trainer_state.json``) and signals stage ends."""
+
+    def __init__(self, trainer: ICoTTrainer) -> None:
+        self.trainer = trainer
+
+    def state(self) -> dict[str, Any]:
+        trainer = self.trainer
+        return {
+            "args": {},
+            "attributes": {
+                "schedule": trainer.schedule.to_dict(),
+                "previous_step_without_cot": trainer._previous_step_without_cot,
+                "optimizer_resets": trainer._optimizer_resets,
+            },
+        }
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
+        if saved:
+            self.trainer._restore_curriculum_state(saved["attributes"])
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        if step < state.max_steps and self.trainer.schedule.stage(step) != self.trainer.schedule.stage(step - 1):
+            self.trainer._end_stage(self.trainer.schedule.stage(step - 1))
+
+
+class ICoTTrainer(Trainer):
+    """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
+
+    Args:
+        model, data_collator, train_dataset, eval_dataset, processing_class, …: as for ``Trainer``. The datasets
+            follow the shared schema (``question``, ``cot``, ``answer``, optional ``cot_level``); they are prepared
+            with :meth:`ICoTCollator.prepare_dataset` (tokenized once, ``example_id`` added, lengths checked).
+            ``processing_class`` (the tokenizer) is required; ``data_collator`` defaults to an ``ICoTCollator``.
+        args: an :class:`hf_icot.config.ICoTConfig`.
+        schedule: a :class:`hf_icot.schedules.Schedule` overriding the one ``args`` describes.
+
+    Raises:
+        ValueError: ``args`` not an ``ICoTConfig``, no tokenizer, a collator that is not an ``ICoTCollator``, or a
+            dataset :meth:`ICoTCollator.prepare_dataset` rejects.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        args: ICoTConfig | None = None,
+        data_collator: ICoTCollator | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        model_init: Any = None,
+        compute_loss_func: Any = None,
+        compute_metrics: Any = None,
+        callbacks: list[TrainerCallback] | None = None,
+        optimizers: tuple[Any, Any] = (None, None),
+        optimizer_cls_and_kwargs: Any = None,
+        preprocess_logits_for_metrics: Any = None,
+        schedule: Schedule | None = None,
+    ) -> None:
+        args = args if args is not None else ICoTConfig(output_dir="trainer_output")
+        if not isinstance(args, ICoTConfig):
+            raise ValueError(f"ICoTTrainer needs an ICoTConfig as args, got {type(args).__name__}.")
+        if processing_class is None:
+            raise ValueError("ICoTTrainer needs the tokenizer as processing_class to encode questions and CoTs.")
+        data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class)
+        if not isinstance(data_collator, ICoTCollator):
+            raise ValueError(
+                f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
+            )
+        self.schedule = schedule if schedule is not None else schedule_from_config(args)
+        self.schedule.seed = args.seed
+        hint = bool(getattr(self.schedule, "hint", False))
+        limit = context_length(model)
+        self.skipped_too_long = 0
+        with args.main_process_first(desc="hf_icot dataset preparation"):
+            if train_dataset is not None:
+                train_dataset, self.skipped_too_long = data_collator.prepare_dataset(
+                    train_dataset, limit, args.too_long, hint
+                )
+                if self.skipped_too_long:
+                    logger.warning(
+                        "skipped %d training examples longer than the model's context", self.skipped_too_long
+                    )
+            if isinstance(eval_dataset, dict):
+                eval_dataset = {
+                    name: data_collator.prepare_dataset(split, limit, args.too_long, hint)[0]
+                    for name, split in eval_dataset.items()
+                }
+            elif eval_dataset is not None:
+                eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, hint)[0]
+        self._max_cot_level = None
+        if train_dataset is not None and "cot_level" in train_dataset.column_names:
+            self._max_cot_level = max((max(levels, default=0) for levels in train_dataset["cot_level"]), default=0)
+
+        self._previous_step_without_cot = False
+        self._optimizer_resets = 0
+        self._kept_tokens = 0.0
+        self._rendered_examples = 0
+        self._last_step = 0
+        self.stage_metrics: dict[int, dict[str, float]] = {}
+        callbacks = [ICoTStateCallback(self), *(callbacks or [])]
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=data_collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            model_init=model_init,
+            compute_loss_func=compute_loss_func,
+            compute_metrics=compute_metrics,
+            callbacks=callbacks,
+            optimizers=optimizers,
+            optimizer_cls_and_kwargs=optimizer_cls_and_kwargs,
+            preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+        )
+
+    # -- curriculum ------------------------------------------------------------------------------------------------
+
+    def set_initial_training_values(self, args, dataloader):
+        values = super().set_initial_training_values(args, dataloader)
+        # Without a dataloader length the Trainer reports max_steps as the epoch size, which means nothing here.
+        steps_per_epoch = values[1] if has_length(dataloader) else None
+        self.schedule.bind(steps_per_epoch, self._max_cot_level)
+        return values
+
+    def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list]:
+        examples = inputs["pending"].examples
+        specs = self.schedule.specs(
+            step,
+            [example["example_id"] for example in examples],
+            n_tokens=[example["n_cot_tokens"] for example in examples],
+            n_steps=[example["n_cot_steps"] for example in examples],
+            training=training,
+        )
+        truncated = self.data_collator.truncate_batch(examples, specs)
+        return self.data_collator.encode_batch(examples, truncated), truncated
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """Fetch the micro-batches of one optimizer step and truncate them for step ``state.global_step``."""
+        pending, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
+        step = self.state.global_step
+        if self.schedule.resets_optimizer_at(step) and not self._previous_step_without_cot:
+            self.reset_optimizer_state()
+        batches, without_cot = [], True
+        for inputs in pending:
+            batch, truncated = self._render(inputs, step, training=True)
+            batches.append(batch)
+            kept = sum(cut.kept for cut in truncated)
+            without_cot = without_cot and kept == 0
+            self._kept_tokens += kept
+            self._rendered_examples += len(truncated)
+        if self.schedule.resets_optimizer_at(step + 1):
+            # Whether the next reset is skipped must agree on every rank, whose batches differ.
+            flag = torch.tensor([int(without_cot)], device=self.args.device)
+            self._previous_step_without_cot = bool(self.accelerator.gather(flag).min().item())
+        self._last_step = step
+        return batches, self._get_num_items_in_batch(batches, device)
+
+    def reset_optimizer_state(self) -> None:
+        """Forget the optimizer's moments and step counts, as a freshly built AdamW would have them."""
+        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)
+        optimizer.state.clear()
+        self._optimizer_resets += 1
+        logger.info(
+            "step %d: optimizer state reset (stage %d)",
+            self.state.global_step,
+            self.schedule.stage(self.state.global_step),
+        )
+
+    @property
+    def optimizer_resets(self) -> int:
+        """How many times the optimizer state was reset in this run (resumed runs included)."""
+        return self._optimizer_resets
+
+    def _restore_curriculum_state(self, saved: dict[str, Any]) -> None:
+        stored = schedule_from_dict(saved["schedule"]).to_dict()
+        if stored != self.schedule.to_dict():
+            raise ValueError(
+                f"the checkpoint was trained with the schedule {stored}, but this run has {self.schedule.to_dict()}; "
+                "resume with the same curriculum, batch size and seed, or start a new run."
+            )
+        self._previous_step_without_cot = bool(saved["previous_step_without_cot"])
+        self._optimizer_resets = int(saved["optimizer_resets"])
+
+    # -- training step ---------------------------------------------------------------------------------------------
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not torch.isfinite(loss).all():
+            step = self.state.global_step
+            last = self._last_checkpoint()
+            raise NonFiniteLossError(
+                f"the training loss is {loss.item()} at step {step} (stage {self.schedule.stage(step)}, "
+                f"{self.schedule.describe_stage(step)} removed); training stopped before the optimizer step, and the "
+                f"last good checkpoint is {last or 'none (none was saved)'}; lower the learning rate or slow the "
+                "curriculum and resume from it."
+            )
+        return loss
+
+    def _last_checkpoint(self) -> str | None:
+        folder = self.args.output_dir
+        if not folder or not os.path.isdir(folder):
+            return None
+        steps = [
+            int(name.split("-")[1])
+            for name in os.listdir(folder)
+            if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
+        ]
+        return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self.state.global_step > 0:
+            step = self._last_step
+            logs["cot/stage"] = self.schedule.stage(step)
+            logs["cot/removed_tokens"] = self.schedule.removed_count(step)
+            if self._rendered_examples:
+                logs["cot/kept_tokens_mean"] = self._kept_tokens / self._rendered_examples
+            self._kept_tokens, self._rendered_examples = 0.0, 0
+            if self._optimizer_resets:
+                logs["cot/optimizer_resets"] = self._optimizer_resets
+            if self.skipped_too_long:
+                logs["cot/skipped_too_long"] = self.skipped_too_long
+        super().log(logs, start_time)
+
+    # -- evaluation ------------------------------------------------------------------------------------------------
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        if "pending" in inputs:
+            # Evaluation sees the curriculum of the last trained step, without its random parts.
+            inputs, _ = self._render(inputs, max(self.state.global_step - 1, 0), training=False)
+        return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+
+    def evaluate_generation(self) -> dict[str, float]:
+        """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none)."""
+        if not self.args.eval_modes or self.eval_dataset is None:
+            return {}
+        from hf_icot.evaluation import evaluate_generation  # evaluation pulls in the metric; load it only when used
+
+        splits = self.eval_dataset if isinstance(self.eval_dataset, dict) else {"": self.eval_dataset}
+        metrics: dict[str, float] = {}
+        for name, split in splits.items():
+            if self.args.generation_eval_examples is not None:
+                split = split.select(range(min(len(split), self.args.generation_eval_examples)))
+            results = evaluate_generation(
+                self.accelerator.unwrap_model(self.model),
+                self.processing_class,
+                split,
+                modes=list(self.args.eval_modes),
+                batch_size=self.args.per_device_eval_batch_size,
+                max_new_tokens=self.args.max_new_tokens,
+                hint_unit=self.args.mixture_unit,
+            )
+            prefix = f"eval_{name}_" if name else "eval_"
+            metrics.update({prefix + key: value for key, value in results.items()})
+        return metrics
+
+    def _end_stage(self, stage: int) -> None:
+        """Save and evaluate the model at the end of curriculum stage ``stage``."""
+        step = self.state.global_step - 1
+        metrics: dict[str, float] = {"cot/stage": stage}
+        if self.args.evaluate_each_stage and self.eval_dataset is not None:
+            metrics.update(self.evaluate())
+            if self.args.eval_modes:
+                if self.accelerator.is_main_process:
+                    generation = self.evaluate_generation()
+                    metrics.update(generation)
+                    self.log({**generation, "cot/stage": stage})
+                self.accelerator.wait_for_everyone()
+        self.stage_metrics[stage] = metrics
+        if self.args.keep_stage_checkpoints:
+            self._save_stage_checkpoint(stage, step, metrics)
+
+    def _save_stage_checkpoint(self, stage: int, step: int, metrics: dict[str, float]) -> None:
+        final = os.path.join(self.args.output_dir, f"{STAGE_CHECKPOINT_PREFIX}{stage}")
+        staging = os.path.join(self.args.output_dir, f".{STAGE_CHECKPOINT_PREFIX}{stage}.tmp")
+        if self.args.should_save and os.path.isdir(staging):
+            shutil.rmtree(staging)
+        self.accelerator.wait_for_everyone()
+        self.save_model(staging)
+        if self.args.should_save:
+            record = {
+                "stage": stage,
+                "last_step": step,
+                "removes": self.schedule.describe_stage(step),
+                "schedule": self.schedule.to_dict(),
+                "metrics": {key: value for key, value in metrics.items() if isinstance(value, (int, float))},
+            }
+            with open(os.path.join(staging, SCHEDULE_FILE), "w", encoding="utf-8") as stream:
+                json.dump(record, stream, indent=2, sort_keys=True, default=str)
+            if os.path.isdir(final):
+                shutil.rmtree(final)
+            os.replace(staging, final)
+        self.accelerator.wait_for_everyone()
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
+        """``Trainer.train``, then the end of the last stage (saved and evaluated like the others)."""
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+        if self.state.global_step > 0:
+            self._end_stage(self.schedule.stage(self.state.global_step - 1))
+        return output
+
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        super()._save(output_dir, state_dict)
+        if output_dir is not None and self.args.should_save:
+            with open(os.path.join(output_dir, SCHEDULE_FILE), "w", encoding="utf-8") as stream:
+                json.dump({"schedule": self.schedule.to_dict()}, stream, indent=2, sort_keys=True)

@@ -1,0 +1,35 @@
+"""Two processes under ``accelerate launch`` (CPU, gloo) train with the same curriculum, step for step."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+SCRIPT = Path(__file__).with_name("train_tiny_icot.py")
+
+
+def test_two_process_accelerate_launch_advances_the_schedule_identically(tmp_path):
+    # `--cpu --num_processes 2` would start a single process; `--multi_gpu` with use_cpu=True starts two on gloo.
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+        str(SCRIPT), str(tmp_path), "--max_steps", "16", "--save_steps", "100",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logs = [
+        [json.loads(line) for line in (tmp_path / f"schedule-rank{rank}.jsonl").read_text().splitlines()]
+        for rank in (0, 1)
+    ]
+    assert logs[0] == logs[1]
+    assert [record["step"] for record in logs[0]] == list(range(16))
+    # 56 examples, 8 per process and step, 2 processes: 4 steps per epoch (7 on one process).
+    assert {record["steps_per_epoch"] for record in logs[0]} == {4}
+    assert logs[0][-1]["stage"] > 5 and logs[0][-1]["resets"] >= 3
+    weights = [load_file(tmp_path / f"final-rank{rank}.safetensors") for rank in (0, 1)]
+    assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+    history = json.loads((tmp_path / "log-rank0.json").read_text())
+    assert any("cot/stage" in entry and "loss" in entry for entry in history)

@@ -1,0 +1,55 @@
+"""A run killed with SIGKILL mid-epoch and resumed from its last checkpoint ends where an uninterrupted run ends."""
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.hf_icot.train_tiny_icot import build_trainer
+
+SCRIPT = Path(__file__).with_name("train_tiny_icot.py")
+
+
+def launch(out: Path, *flags: str) -> subprocess.Popen:
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "stdout.txt").open("w")
+    return subprocess.Popen([sys.executable, str(SCRIPT), str(out), *flags], stdout=log, stderr=subprocess.STDOUT)
+
+
+def schedule_log(out: Path) -> dict[int, dict]:
+    records = [json.loads(line) for line in (out / "schedule-rank0.jsonl").read_text().splitlines()]
+    return {record["step"]: record for record in records}  # a resumed run rewrites the steps it redoes
+
+
+def test_resume_after_sigkill_equals_the_uninterrupted_run(tmp_path):
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    # Stepwise with smoothing and optimizer resets, 7 steps per epoch, checkpoints every 4 steps; killed as step 18
+    # begins, so the last checkpoint (16) is mid-epoch, and step 16 is a reset the curriculum state says to skip.
+    runs = [launch(whole), launch(killed, "--kill_at_step", "18")]
+    assert [run.wait(timeout=300) for run in runs] == [0, -signal.SIGKILL]
+    checkpoint = killed / "run" / "checkpoint-16"
+    assert sorted(p.name for p in (killed / "run").iterdir()) == [f"checkpoint-{s}" for s in (12, 16, 4, 8)]
+    state = json.loads((checkpoint / "trainer_state.json").read_text())["stateful_callbacks"]["ICoTStateCallback"]
+    assert state["attributes"]["previous_step_without_cot"] is True
+    assert state["attributes"]["schedule"]["name"] == "stepwise"
+
+    resumed = launch(killed, "--resume", str(checkpoint))
+    assert resumed.wait(timeout=300) == 0, (killed / "stdout.txt").read_text()[-3000:]
+    expected, got = load_file(whole / "final-rank0.safetensors"), load_file(killed / "final-rank0.safetensors")
+    assert expected.keys() == got.keys()
+    for name in expected:
+        assert torch.allclose(expected[name], got[name], atol=1e-6), name
+    initial = load_file(next((whole / "init-rank0").glob("*.safetensors")))
+    assert not torch.allclose(initial["transformer.h.0.mlp.c_fc.weight"], got["transformer.h.0.mlp.c_fc.weight"])
+    assert schedule_log(killed) == schedule_log(whole)  # same stages, counts, resets and per-example draws
+    assert schedule_log(whole)[23]["resets"] == 6  # increments at even steps; those after the CoT is gone are skipped
+
+    # The checkpoint records its curriculum: resuming it with another one is refused.
+    other = build_trainer(tmp_path / "other", remove_per_epoch=2)
+    with pytest.raises(ValueError, match="the checkpoint was trained with the schedule"):
+        other.train(resume_from_checkpoint=str(checkpoint))

@@ -1,0 +1,104 @@
+"""Train a tiny GPT-2 with ICoTTrainer on the counting task; launched by the resume and multi-process tests.
+
+    python tests/hf_icot/train_tiny_icot.py OUT [--max_steps N] [--kill_at_step K] [--resume CHECKPOINT]
+    accelerate launch --multi_gpu --num_processes 2 tests/hf_icot/train_tiny_icot.py OUT
+
+Everything (data, tokenizer, initial weights) is rebuilt from fixed seeds, so separate runs are comparable. Each
+process appends one JSON line per optimizer step to ``OUT/schedule-rank<r>.jsonl`` (the step, stage, scheduled
+count, optimizer resets and the truncation of a few fixed example ids) and, at the end, writes the
+final weights to ``OUT/final-rank<r>.safetensors`` and its log history to ``OUT/log-rank<r>.json``. ``--kill_at_step K`` SIGKILLs the process when step K begins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import TrainerCallback
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from hf_icot.config import ICoTConfig  # noqa: E402
+from hf_icot.tokenization import build_word_level_tokenizer  # noqa: E402
+from hf_icot.trainer import ICoTTrainer  # noqa: E402
+from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2  # noqa: E402
+
+WATCHED_IDS = list(range(6))
+
+
+class ScheduleLog(TrainerCallback):
+    """Writes what the curriculum decided at each step, and kills the process on request."""
+
+    def __init__(self, trainer: ICoTTrainer, path: Path, kill_at_step: int | None) -> None:
+        self.trainer, self.path, self.kill_at_step = trainer, path, kill_at_step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        step = state.global_step
+        if self.kill_at_step is not None and step == self.kill_at_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+        schedule = self.trainer.schedule
+        record = {
+            "step": step,
+            "stage": schedule.stage(step),
+            "removed": str(schedule.removed_count(step)),
+            "resets": self.trainer.optimizer_resets,
+            "steps_per_epoch": schedule.steps_per_epoch,
+            "specs": [str(spec) for spec in schedule.specs(step, WATCHED_IDS, [8] * 6, [8] * 6)],
+        }
+        with self.path.open("a", encoding="utf-8") as stream:
+            stream.write(json.dumps(record) + "\n")
+
+
+def build_trainer(out: Path, max_steps: int = 24, save_steps: int = 4, remove_per_epoch: float = 3) -> ICoTTrainer:
+    """The run every launch of this script makes: seeds fixed, so runs are comparable."""
+    train, _ = counting_examples(length=6, n_test=8)  # 56 examples: 7 steps of 8 per epoch on one process
+    tokenizer = build_word_level_tokenizer(train)
+    init = out / f"init-rank{os.environ.get('RANK', '0')}"
+    model = tiny_gpt2(len(tokenizer), init, n_layer=1, n_embd=32, seed=0)
+    args = ICoTConfig(
+        output_dir=str(out / "run"),
+        schedule="stepwise",
+        remove_per_epoch=remove_per_epoch,
+        removal_smoothing_lambda=1.0,
+        reset_optimizer=True,
+        max_steps=max_steps,
+        per_device_train_batch_size=8,
+        learning_rate=3e-3,
+        lr_scheduler_type="linear",
+        logging_steps=5,
+        save_steps=save_steps,
+        report_to="none",
+        use_cpu=True,
+        seed=7,
+        keep_stage_checkpoints=False,
+        disable_tqdm=True,
+    )
+    return ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--max_steps", type=int, default=24)
+    parser.add_argument("--kill_at_step", type=int, default=None)
+    parser.add_argument("--resume", default=None)
+    parser.add_argument("--save_steps", type=int, default=4)
+    options = parser.parse_args()
+    torch.set_num_threads(1)
+    trainer = build_trainer(options.out, options.max_steps, options.save_steps)
+    rank = trainer.args.process_index
+    trainer.add_callback(ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step))
+    trainer.train(resume_from_checkpoint=options.resume)
+    weights = {name: p.detach().clone().contiguous() for name, p in trainer.model.named_parameters()}
+    save_file(weights, str(options.out / f"final-rank{rank}.safetensors"))
+    (options.out / f"log-rank{rank}.json").write_text(json.dumps(trainer.state.log_history, default=str))
+
+
+if __name__ == "__main__":
+    main()
