@@ -124,7 +124,9 @@ def load_task_data(args: ScriptArguments) -> tuple[Any, dict[str, Any]]:
         params = registry.make_params(args.task, **(args.task_args or {}))
         dataset = registry.get_task(args.task).build(params)
         fingerprints = ", ".join(f"{name} {split._fingerprint}" for name, split in dataset.items())
-        info = {"source": f"datasets_builder:{args.task}", "config": params.config_name(), "task": args.task}
+        # Reference text files are named by their folder (e.g. gsm8k), which says more than the task's name.
+        label = params.config_name() if args.task == "reference_text" else args.task
+        info = {"source": f"datasets_builder:{args.task}", "config": params.config_name(), "task": label}
         info["fingerprint"] = f"built on the fly from {json.dumps(vars(params), sort_keys=True)} ({fingerprints})"
     else:
         from hf_icot.data import load_icot_dataset

@@ -1,0 +1,138 @@
+"""Every YAML under recipes/ (walked recursively) parses and is what it says; every recipe answers --help with all its
+options; the README names only files that exist; config files and flags combine as documented."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.recipes.conftest import REPO, load_recipe
+
+RECIPES = REPO / "recipes"
+YAML_FILES = sorted(p for p in RECIPES.rglob("*") if p.suffix in (".yaml", ".yml"))
+CONFIGS = sorted((RECIPES / "configs").rglob("*.yaml"))
+ACCELERATE = sorted((RECIPES / "accelerate").rglob("*.yaml"))
+SCRIPTS = sorted(RECIPES.glob("*.py"))
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def test_the_walk_finds_every_yaml() -> None:
+    assert len(YAML_FILES) == len(CONFIGS) + len(ACCELERATE) >= 10
+    assert {p.name for p in CONFIGS} >= {"quickstart.yaml", "icot_gpt2_4x4.yaml", "icot_gpt2_gsm8k.yaml"}
+    assert {p.name for p in ACCELERATE} >= {"single_process.yaml", "ddp.yaml", "ddp_cpu.yaml", "fsdp.yaml"}
+
+
+@pytest.mark.parametrize("path", YAML_FILES, ids=_relative)
+def test_yaml_parses_to_a_mapping_and_opens_with_its_command(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert isinstance(yaml.safe_load(text), dict)
+    first = text.splitlines()[0]
+    assert first.startswith("# ") and _relative(path) in text.split("\n\n")[0], "the opening comment runs this file"
+    for script in re.findall(r"recipes/[\w/]+\.py", text):
+        assert (REPO / script).is_file(), script
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=_relative)
+def test_recipe_config_fills_the_recipe_arguments(path: Path) -> None:
+    recipe = load_recipe()
+    script_args, training_args = recipe.parse_args(["--config", str(path)])
+    values = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert training_args.output_dir == values["output_dir"] and training_args.schedule == values["schedule"]
+    assert script_args.task == values.get("task") and script_args.task_args == values.get("task_args")
+    assert (script_args.model_name_or_path, script_args.scratch_model) == (
+        values.get("model_name_or_path"),
+        values.get("scratch_model"),
+    )
+
+
+def test_reference_configs_keep_the_reference_settings() -> None:
+    recipe = load_recipe()
+    for size in (4, 5, 7, 9):
+        script_args, args = recipe.parse_args(["--config", str(RECIPES / "configs" / f"icot_gpt2_{size}x{size}.yaml")])
+        assert script_args.model_name_or_path == "gpt2" and script_args.task_args["a_digits"] == size
+        assert (args.remove_per_epoch, args.removal_smoothing_lambda, args.removal_side) == (8, 4.0, "left")
+        assert args.reset_optimizer and args.learning_rate == 5e-5 and args.per_device_train_batch_size == 32
+        assert args.max_grad_norm == 1.0 and args.optim.value == "adamw_torch"
+
+
+@pytest.mark.parametrize("path", ACCELERATE, ids=_relative)
+def test_accelerate_config_loads(path: Path) -> None:
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(path))
+    assert config.num_processes >= 1 and config.distributed_type is not None
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=_relative)
+def test_recipe_answers_help_with_every_option(script: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    from hf_icot.config import ICoTConfig
+
+    recipe = load_recipe()
+    names = [f.name for cls in (recipe.ScriptArguments, ICoTConfig) for f in dataclasses.fields(cls) if f.init]
+    missing = [name for name in names if f"--{name}" not in result.stdout]
+    assert not missing and "--config" in result.stdout
+
+
+def test_push_command_help_is_truthful() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "hf_icot.hub", "push", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert result.returncode == 0
+    for option in ("output_dir", "--repo", "--private", "--revision", "HF_TOKEN"):
+        assert option in result.stdout, option
+
+
+def test_readme_names_only_existing_files_and_every_config() -> None:
+    readme = (RECIPES / "README.md").read_text(encoding="utf-8")
+    mentioned = set(re.findall(r"(?:recipes/)?(?:configs|accelerate)/[\w.]+\.yaml|recipes/[\w]+\.py", readme))
+    for name in mentioned:
+        path = REPO / name if name.startswith("recipes/") else RECIPES / name
+        assert path.is_file(), name
+    for path in CONFIGS + ACCELERATE:
+        assert _relative(path) in readme or path.relative_to(RECIPES).as_posix() in readme, path.name
+
+
+def test_flags_override_the_config_and_mappings_merge(tmp_path: Path) -> None:
+    recipe = load_recipe()
+    quickstart = str(RECIPES / "configs" / "icot_gpt2_4x4.yaml")
+    script_args, args = recipe.parse_args(
+        ["--config", quickstart, "--learning_rate", "3e-4", "--task_args", '{"a_digits": 5}', "--use_peft"]
+    )
+    assert args.learning_rate == 3e-4 and script_args.use_peft
+    assert script_args.task_args == {**yaml.safe_load(Path(quickstart).read_text())["task_args"], "a_digits": 5}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--task", "multiplication"], "give exactly one of --model_name_or_path"),
+        (["--model_name_or_path", "gpt2"], "give exactly one of --dataset_name_or_path"),
+        (["--task", "multiplication", "--model_name_or_path", "gpt2", "--task_args", "[1]"], "is not a JSON object"),
+        (["--task", "multiplication", "--model_name_or_path", "gpt2", "--merge_adapter"], "needs --use_peft"),
+    ],
+)
+def test_inconsistent_arguments_say_what_to_give(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_recipe().parse_args([*argv, "--output_dir", "unused"])
+
+
+def test_unknown_config_key_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("task: multiplication\nmodel_name_or_path: gpt2\nlearning_rat: 0.1\n")
+    with pytest.raises(ValueError, match="learning_rat"):
+        load_recipe().parse_args(["--config", str(config)])
