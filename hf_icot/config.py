@@ -85,7 +85,12 @@ class ICoTConfig(TrainingArguments):
         default_factory=list,
         metadata={"help": "Generation evaluation at each stage end: implicit, explicit, hint=k; empty: off."},
     )
-    max_new_tokens: int = field(default=64, metadata={"help": "Generation evaluation: most tokens generated."})
+    max_new_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Generation evaluation: most tokens generated (unset: the longest gold continuation + slack)."
+        },
+    )
     generation_eval_examples: int | None = field(
         default=None, metadata={"help": "Generation evaluation: use only the first N evaluation examples."}
     )
@@ -128,7 +133,7 @@ class ICoTConfig(TrainingArguments):
 
             for mode in self.eval_modes:
                 parse_mode(mode)
-        if self.max_new_tokens < 1:
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens {self.max_new_tokens} is not allowed; it must be >= 1.")
         if self.generation_eval_examples is not None and self.generation_eval_examples < 1:
             raise ValueError(

@@ -45,7 +45,7 @@ class NonFiniteLossError(RuntimeError):
 
 
 class ICoTStateCallback(TrainerCallback, ExportableState):
-    """Carries the curriculum state through checkpoints (``trainer_state.json``) and signals stage ends."""
+    """Carries the curriculum state through checkpoints (``trainer_state.json``)."""
 
     def __init__(self, trainer: ICoTTrainer) -> None:
         self.trainer = trainer
@@ -65,11 +65,6 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
         saved = (state.stateful_callbacks or {}).get(type(self).__name__)
         if saved:
             self.trainer._restore_curriculum_state(saved["attributes"])
-
-    def on_step_end(self, args, state, control, **kwargs):
-        step = state.global_step
-        if step < state.max_steps and self.trainer.schedule.stage(step) != self.trainer.schedule.stage(step - 1):
-            self.trainer._end_stage(self.trainer.schedule.stage(step - 1))
 
 
 class ICoTTrainer(Trainer):
@@ -185,9 +180,13 @@ class ICoTTrainer(Trainer):
         return self.data_collator.encode_batch(examples, truncated), truncated
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
-        """Fetch the micro-batches of one optimizer step and truncate them for step ``state.global_step``."""
-        pending, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
+        """Fetch the micro-batches of one optimizer step and truncate them for step ``state.global_step``; first close
+        the stage that ended with the previous step, and reset the optimizer if the schedule says so."""
         step = self.state.global_step
+        if step > 0 and self.schedule.stage(step) != self.schedule.stage(step - 1):
+            # Here, rather than in on_step_end, so the Trainer's own log/save/evaluate of the last step is done.
+            self._end_stage(self.schedule.stage(step - 1))
+        pending, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
         if self.schedule.resets_optimizer_at(step) and not self._previous_step_without_cot:
             self.reset_optimizer_state()
         batches, without_cot = [], True

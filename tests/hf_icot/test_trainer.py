@@ -1,0 +1,230 @@
+"""ICoTTrainer end to end: a curriculum to zero CoT, optimizer resets, stage checkpoints, failures, configuration."""
+
+import json
+import math
+
+import datasets
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, TrainerCallback
+
+from hf_icot.config import ICoTConfig, parse_config
+from hf_icot.evaluation import evaluate_generation
+from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
+from hf_icot.trainer import ICoTTrainer, NonFiniteLossError
+from tests.hf_icot.tiny_task import counting_examples, tiny_bpe_tokenizer, tiny_gpt2
+
+
+def config(tmp_path, **overrides) -> ICoTConfig:
+    values = dict(
+        output_dir=str(tmp_path / "run"),
+        per_device_train_batch_size=4,
+        learning_rate=3e-3,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+    )
+    values.update(overrides)
+    return ICoTConfig(**values)
+
+
+def test_stepwise_curriculum_reaches_zero_cot_and_answers_implicitly(tmp_path):
+    torch.set_num_threads(1)
+    train, test = counting_examples(length=8, n_test=32)  # 224 training questions, 32 held out
+    tokenizer = build_word_level_tokenizer([train, test])
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=2, n_embd=64)
+    args = config(
+        tmp_path,
+        schedule="stepwise",
+        remove_per_epoch=1,  # one CoT token per epoch ...
+        remove_all_when_remove_beyond=8,  # ... and none left from epoch 8 on
+        reset_optimizer=True,
+        num_train_epochs=50,
+        per_device_train_batch_size=16,
+        lr_scheduler_type="linear",
+        logging_steps=14,
+        eval_modes=["implicit"],
+        per_device_eval_batch_size=32,
+    )
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test, processing_class=tokenizer)
+    trainer.train()
+
+    train_logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    for entry in train_logs:  # logged at the end of each epoch: 14 steps, the last trained step is 14 e - 1
+        step = entry["step"] - 1
+        assert entry["cot/stage"] == min(step // 14, 8)
+        assert entry["cot/removed_tokens"] == (step // 14 if step < 8 * 14 else math.inf)
+    assert train_logs[0]["cot/kept_tokens_mean"] == 8.0
+    assert train_logs[-1]["cot/kept_tokens_mean"] == 0.0 and train_logs[-1]["cot/removed_tokens"] == math.inf
+    assert trainer.optimizer_resets == 8
+
+    # Every stage was evaluated and saved; the last one answers without any CoT.
+    assert sorted(trainer.stage_metrics) == list(range(9))
+    assert all(math.isfinite(metrics["eval_loss"]) for metrics in trainer.stage_metrics.values())
+    assert trainer.stage_metrics[8]["eval_implicit/answer_em"] >= 0.9
+    assert trainer.stage_metrics[0]["eval_implicit/answer_em"] < 0.5  # trained with the full CoT, it needs it
+    final = tmp_path / "run" / "stage-8"
+    record = json.loads((final / "icot_schedule.json").read_text())
+    assert record["removes"] == "all CoT tokens" and record["last_step"] == 699
+    assert record["schedule"]["name"] == "stepwise" and record["schedule"]["steps_per_epoch"] == 14
+    reloaded = AutoModelForCausalLM.from_pretrained(final)
+    assert evaluate_generation(reloaded, tokenizer, test, modes=["implicit"])["implicit/answer_em"] >= 0.9
+    assert {p.name for p in (tmp_path / "run").iterdir() if p.name.startswith("stage-")} == {
+        f"stage-{i}" for i in range(9)
+    }
+
+
+class AdamProbe(TrainerCallback):
+    """Records, when each step begins (after the curriculum's reset, before the optimizer step), the Adam state."""
+
+    def __init__(self):
+        self.trainer, self.sizes, self.moments = None, {}, {}
+
+    def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+        inner = getattr(optimizer, "optimizer", optimizer)
+        self.sizes[state.global_step] = len(inner.state)
+        self.moments[state.global_step] = sum(float(s["exp_avg"].abs().sum()) for s in inner.state.values())
+
+
+def test_optimizer_reset_clears_adam_state_unless_the_previous_step_had_no_cot(tmp_path):
+    train, _ = counting_examples(length=4, n_test=4)  # 12 examples: 3 steps of 4 per epoch, CoTs of 4 tokens
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(tmp_path, schedule="stepwise", remove_per_epoch=1, reset_optimizer=True, max_steps=17)
+    probe = AdamProbe()
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer, callbacks=[probe])
+    trainer.train()
+    # Increments at steps 3, 6, 9, 12, 15; at 15 the previous step (4 tokens removed) had no CoT left: no reset.
+    assert trainer.optimizer_resets == 4
+    for step in (3, 6, 9, 12):
+        assert probe.sizes[step] == 0 and probe.moments[step] == 0.0
+        assert probe.sizes[step - 1] > 0 and probe.moments[step - 1] > 0
+    assert probe.sizes[15] > 0 and probe.moments[15] > 0
+    inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
+    assert {int(state["step"]) for state in inner.state.values()} == {17 - 12}  # steps since the last reset
+
+
+class Diverge(TrainerCallback):
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        if state.global_step == 3:
+            with torch.no_grad():
+                model.lm_head.weight.fill_(float("nan"))
+
+
+def test_nan_loss_stops_training_and_leaves_the_last_good_checkpoint(tmp_path):
+    train, _ = counting_examples(length=4, n_test=4)
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(tmp_path, schedule="full_cot", max_steps=6, save_strategy="steps", save_steps=1)
+    trainer = ICoTTrainer(
+        model=model, args=args, train_dataset=train, processing_class=tokenizer, callbacks=[Diverge()]
+    )
+    last = tmp_path / "run" / "checkpoint-3"
+    with pytest.raises(NonFiniteLossError, match=rf"loss is nan at step 3 .*last good checkpoint is {last}"):
+        trainer.train()
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["checkpoint-1", "checkpoint-2", "checkpoint-3"]
+    weights = load_file(last / "model.safetensors")
+    assert all(torch.isfinite(tensor).all() for tensor in weights.values())
+
+
+def test_bpe_tokenizer_with_keep_position_stages_and_eval_loss(tmp_path):
+    train, test = counting_examples(length=4, n_test=4)
+    texts = [f"{ex['question']} {' '.join(ex['cot'])} #### {ex['answer']}" for ex in train]
+    tokenizer = prepare_tokenizer_for_icot(tiny_bpe_tokenizer(texts, tmp_path / "bpe"))
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    before = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
+    args = config(
+        tmp_path, schedule="staged", removal_side="right", removal_fill="keep_position", stage_length=2,
+        stage_unit="steps", max_steps=6, logging_steps=2, keep_stage_checkpoints=False,
+    )  # fmt: skip
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test, processing_class=tokenizer)
+    trainer.train()
+    assert [entry["cot/stage"] for entry in trainer.state.log_history if "loss" in entry] == [0, 1, 2]
+    assert sorted(trainer.stage_metrics) == [0, 1, 2]
+    assert math.isfinite(trainer.evaluate()["eval_loss"])
+    assert not torch.equal(before, trainer.model.transformer.h[0].mlp.c_fc.weight.detach())
+
+
+def test_too_long_sequences_error_or_are_skipped_and_counted(tmp_path):
+    short, _ = counting_examples(length=4, n_test=4)  # 4 + 1 + 4 + 1 + 2 + 1 = 13 tokens
+    long, _ = counting_examples(length=8, n_test=252)  # 21 tokens
+    train = datasets.concatenate_datasets([short, long])
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32, n_positions=16)
+    with pytest.raises(
+        ValueError, match="example 12 is 21 tokens long with its full CoT, beyond the model's context of 16"
+    ):
+        ICoTTrainer(model=model, args=config(tmp_path), train_dataset=train, processing_class=tokenizer)
+    args = config(tmp_path, too_long="skip", schedule="no_cot", max_steps=2, logging_steps=1)
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    assert len(trainer.train_dataset) == 12 and trainer.skipped_too_long == 4
+    trainer.train()
+    assert trainer.state.log_history[0]["cot/skipped_too_long"] == 4
+
+
+def test_config_from_yaml_with_command_line_overrides(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        yaml.safe_dump(
+            {
+                "output_dir": str(tmp_path / "out"),
+                "schedule": "mixture",
+                "mixture_weights": [1, 2, 3],
+                "length_hint": True,
+                "removal_smoothing_lambda": "inf",
+                "eval_modes": ["implicit", "hint=2"],
+                "learning_rate": 5e-4,
+            }
+        )
+    )
+    (args,) = parse_config(ICoTConfig, ["--config", str(recipe), "--learning_rate", "1e-4", "--mixture_unit", "step"])
+    assert args.schedule == "mixture" and args.mixture_weights == [1, 2, 3] and args.length_hint is True
+    assert args.learning_rate == 1e-4 and args.mixture_unit == "step" and args.removal_smoothing_lambda == math.inf
+    assert args.eval_modes == ["implicit", "hint=2"] and args.remove_unused_columns is False
+    recipe.write_text(yaml.safe_dump({"output_dir": "x", "remove_speed": 2}))
+    with pytest.raises(ValueError, match="unknown key\\(s\\) remove_speed"):
+        parse_config(ICoTConfig, ["--config", str(recipe)])
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"schedule": "linear"}, "schedule 'linear' is unknown"),
+        ({"removal_smoothing_lambda": 0}, "removal_smoothing_lambda 0.0 is not allowed"),
+        ({"remove_start_from": -1}, "remove_start_from -1 is not allowed"),
+        ({"too_long": "truncate"}, "too_long 'truncate' is not allowed"),
+        ({"eval_modes": ["cot"]}, "evaluation mode 'cot' is unknown"),
+        ({"removal_side": "inductive"}, "removal_side 'inductive' is a staged curriculum"),
+        ({"schedule": "staged", "stage_unit": "hours"}, "stage_unit 'hours' is not allowed"),
+        ({"schedule": "mixture", "mixture_weights": [-1.0]}, "mixture weights"),
+        ({"remove_unused_columns": True}, "remove_unused_columns=True would drop"),
+        ({"max_new_tokens": 0}, "max_new_tokens 0 is not allowed"),
+    ],
+)
+def test_bad_config_values_raise_one_sentence(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        config(tmp_path, **overrides)
+
+
+def test_trainer_rejects_plain_training_arguments_and_missing_tokenizer(tmp_path):
+    from transformers import TrainingArguments
+
+    train, _ = counting_examples(length=4, n_test=4)
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    with pytest.raises(ValueError, match="needs an ICoTConfig as args, got TrainingArguments"):
+        ICoTTrainer(
+            model=model,
+            args=TrainingArguments(output_dir=str(tmp_path)),
+            train_dataset=train,
+            processing_class=tokenizer,
+        )
+    with pytest.raises(ValueError, match="needs the tokenizer as processing_class"):
+        ICoTTrainer(model=model, args=config(tmp_path), train_dataset=train)
+    unschema = datasets.Dataset.from_list([{"text": "a b"}])
+    with pytest.raises(ValueError, match="lacks the column\\(s\\) question, cot, answer"):
+        ICoTTrainer(model=model, args=config(tmp_path), train_dataset=unschema, processing_class=tokenizer)
