@@ -134,6 +134,7 @@ def save_training_curves(
     import matplotlib.pyplot as plt
 
     output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
     json_path, png_path = output_dir / LOG_JSON, output_dir / CURVES_PNG
     _write_atomic(json_path, json.dumps(list(log_history), indent=2, sort_keys=True) + "\n")
 
@@ -299,6 +300,7 @@ def write_model_card(
     if weights_kind not in ("full", "merged", "adapter"):
         raise ValueError(f"weights_kind {weights_kind!r} is unknown; allowed: full, merged, adapter.")
     output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
     results = split_metrics(metrics)
     card_data = build_card_data(
         model_name=title,
@@ -494,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         url = push_output_dir(args.output_dir, args.repo, private=args.private, revision=args.revision)
     except ValueError as error:
-        parser.error(str(error))
+        push.error(str(error))
     except PushError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

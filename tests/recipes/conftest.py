@@ -13,6 +13,8 @@ from types import ModuleType
 import pytest
 import torch
 
+from tests.hub_server import loopback_hub  # noqa: F401  (a fixture of the push tests)
+
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "icot_gpt2.py"
 #: 2x2 multiplication: short sequences, so a run of a few steps takes seconds.

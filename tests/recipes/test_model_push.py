@@ -1,0 +1,147 @@
+"""Pushing a run folder to a loopback Hub: what arrives, private repos and branches, and failures (HTTP 500 mid-upload,
+refused token, no token, offline, not a model folder) that leave the folder intact, say one sentence, and are retried
+with ``python -m hf_icot.hub push``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_icot.hub import PushError, push_output_dir
+from tests.recipes.conftest import REPO, recipe_args, run_recipe
+
+COMMIT = r"^POST /api/models/.*/commit/"
+
+
+def _snapshot(folder: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file under ``folder``."""
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _published(folder: Path) -> dict[str, bytes]:
+    """What a push of ``folder`` should upload: everything but checkpoints, stage folders and hidden files."""
+    skipped = ("checkpoint-", "stage-", ".")
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.relative_to(folder).as_posix().startswith(skipped)
+    }
+
+
+@pytest.fixture
+def run_folder(tiny_gpt2: Path, tmp_path: Path) -> Path:
+    """A finished-run-like folder: model, tokenizer, card, plus a checkpoint and a stage folder not to publish."""
+    folder = tmp_path / "run"
+    shutil.copytree(tiny_gpt2, folder)
+    (folder / "README.md").write_text("---\nlicense: mit\n---\n\n# tiny\n")
+    for extra in ("checkpoint-3", "stage-1"):
+        (folder / extra).mkdir()
+        (folder / extra / "model.safetensors").write_bytes(b"not published")
+    return folder
+
+
+def test_push_uploads_the_run_folder_to_a_private_repo_and_a_branch(
+    run_folder: Path, loopback_hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    url = push_output_dir(run_folder, "loopback-user/tiny-icot", private=True)
+    assert url.startswith(loopback_hub.url) and "/commit/" in url
+    files = loopback_hub.files("loopback-user/tiny-icot", repo_type="model")
+    assert files == _published(run_folder) and "model.safetensors" in files
+    assert loopback_hub.repos[("model", "loopback-user/tiny-icot")].private
+
+    (run_folder / "README.md").write_text("---\nlicense: mit\n---\n\n# tiny, second version\n")
+    push_output_dir(run_folder, "loopback-user/tiny-icot", revision="v2")
+    assert loopback_hub.files("loopback-user/tiny-icot", "model", "v2")["README.md"].endswith(b"second version\n")
+    assert loopback_hub.files("loopback-user/tiny-icot", "model")["README.md"].endswith(b"# tiny\n")
+
+
+def test_recipe_push_failing_mid_upload_leaves_the_run_intact_and_the_cli_retries(
+    tiny_gpt2: Path, tmp_path: Path, loopback_hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    loopback_hub.fail(500, COMMIT)  # the weights are uploaded (LFS), then the commit fails
+    output = tmp_path / "run"
+    argv = recipe_args(tiny_gpt2, output, "--push_to_hub", "--hub_model_id", "loopback-user/icot-run")
+    with pytest.raises(PushError) as caught:
+        run_recipe(argv)
+    message = str(caught.value)
+    assert "\n" not in message and loopback_hub.token not in message
+    assert "failed: the Hub answered HTTP 500; the folder is intact" in message
+    retry = f"python -m hf_icot.hub push {output} --repo loopback-user/icot-run"
+    assert message.endswith(f"retry with `{retry}`.")
+    for name in ("model.safetensors", "tokenizer.json", "README.md", "training_curves.png", "eval_results.json"):
+        assert (output / name).is_file(), name
+    assert loopback_hub.files("loopback-user/icot-run", repo_type="model") == {}
+    before = _snapshot(output)
+
+    result = subprocess.run(
+        [sys.executable, *retry.split()[1:]], capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert loopback_hub.token not in result.stdout + result.stderr
+    assert loopback_hub.files("loopback-user/icot-run", repo_type="model") == _published(output)
+    assert _snapshot(output) == before, "pushing only reads the folder"
+
+
+def test_refused_or_missing_token_is_one_sentence(run_folder: Path, loopback_hub, monkeypatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_wrong_token")
+    with pytest.raises(PushError, match=r"the Hub refused the token \(HTTP 401\); check it with `hf auth whoami`"):
+        push_output_dir(run_folder, "loopback-user/tiny-icot")
+    monkeypatch.delenv("HF_TOKEN")
+    with pytest.raises(PushError, match="no Hugging Face token found; run `hf auth login` or set HF_TOKEN"):
+        push_output_dir(run_folder, "loopback-user/tiny-icot")
+    assert loopback_hub.repos == {}
+
+
+def test_offline_push_fails_with_the_retry_command(run_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_unused")
+    before = _snapshot(run_folder)
+    result = subprocess.run(
+        [sys.executable, "-m", "hf_icot.hub", "push", str(run_folder), "--repo", "someone/icot", "--private"],
+        capture_output=True, text=True, timeout=60, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == (
+        f"error: cannot push {run_folder} to someone/icot: HF_HUB_OFFLINE is set, so the Hub is unreachable; unset it, "
+        f"then run `python -m hf_icot.hub push {run_folder} --repo someone/icot --private`.\n"
+    )
+    assert _snapshot(run_folder) == before
+
+
+def test_folders_that_are_not_a_published_model_are_refused(tmp_path: Path, run_folder: Path) -> None:
+    with pytest.raises(ValueError, match="does not exist; give the output_dir of a finished run"):
+        push_output_dir(tmp_path / "missing", "someone/icot")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds neither config.json nor adapter_config.json"):
+        push_output_dir(tmp_path / "empty", "someone/icot")
+    (run_folder / "model.safetensors").unlink()
+    with pytest.raises(ValueError, match="holds no .safetensors weights"):
+        push_output_dir(run_folder, "someone/icot")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(tmp_path / "base")}))
+    (adapter / "adapter_model.safetensors").write_bytes(b"")
+    with pytest.raises(ValueError, match="names the local base model .* set base_model_name_or_path"):
+        push_output_dir(adapter, "someone/icot")
+    result = subprocess.run(
+        [sys.executable, "-m", "hf_icot.hub", "push", str(tmp_path / "empty"), "--repo", "someone/icot"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"python -m hf_icot.hub push: error: '{tmp_path / 'empty'}' holds neither config.json nor "
+        "adapter_config.json; give the output_dir of a finished run."
+    )
