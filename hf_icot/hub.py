@@ -1,9 +1,8 @@
-"""Save a trained ICoT model with its card and curves, and push the folder to the Hugging Face Hub.
+"""Save a trained ICoT model into its run folder, and push the folder to the Hugging Face Hub.
 
 A finished run leaves one self-contained folder: safetensors weights (a full model, or a LoRA adapter alone), the
-tokenizer, ``training_curves.png`` (loss with the curriculum's stage boundaries), ``training_log.json`` (the Trainer's
-log history) and ``README.md`` (the model card, rendered from ``model_cards/model_card.md.j2``). Pushing uploads that
-folder as it is, so an upload that fails can be retried without retraining::
+tokenizer, and what :mod:`hf_icot.model_card` writes (card, loss curve, log history). Pushing uploads that folder as
+it is, so an upload that fails can be retried without retraining::
 
     python -m hf_icot.hub push OUTPUT_DIR --repo USER/NAME [--private] [--revision BRANCH]
 """
@@ -16,37 +15,13 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-CURVES_PNG = "training_curves.png"
-LOG_JSON = "training_log.json"
-CARD_FILE = "README.md"
 #: What a run folder may hold that is not part of the published model (Trainer and per-stage checkpoints,
 #: TensorBoard runs, staging folders); a pattern's ``*`` also matches ``/``.
 PUSH_IGNORE = ["checkpoint-*", "stage-*", "runs/*", ".*", "*.lock"]
-
-CITATIONS = {
-    "stepwise": """@article{deng2024explicit,
-  title   = {From Explicit CoT to Implicit CoT: Learning to Internalize CoT Step by Step},
-  author  = {Deng, Yuntian and Choi, Yejin and Shieber, Stuart},
-  journal = {arXiv preprint arXiv:2405.14838},
-  year    = {2024}
-}""",
-    "icot_kd": """@article{deng2023implicit,
-  title   = {Implicit Chain of Thought Reasoning via Knowledge Distillation},
-  author  = {Deng, Yuntian and Prasad, Kiran and Fernandez, Roland and Smolensky, Paul and Chaudhary, Vishrav
-             and Shieber, Stuart},
-  journal = {arXiv preprint arXiv:2311.01460},
-  year    = {2023}
-}""",
-    "log_icot": """@article{logicot2026,
-  title   = {Transformers Provably Learn to Internalize Chain-of-Thought},
-  journal = {arXiv preprint arXiv:2605.28600},
-  year    = {2026}
-}""",
-}
 
 
 class PushError(RuntimeError):
@@ -57,7 +32,7 @@ class PushError(RuntimeError):
 # Saving
 
 
-def _default_file_mode() -> int:
+def default_file_mode() -> int:
     """The mode ``open()`` gives a new file under the current umask (temporary files get 0600 instead)."""
     umask = os.umask(0)
     os.umask(umask)
@@ -70,7 +45,7 @@ def _move_into(staging: Path, output_dir: Path) -> None:
         if path.is_file():
             target = output_dir / path.relative_to(staging)
             target.parent.mkdir(parents=True, exist_ok=True)
-            os.chmod(path, _default_file_mode())
+            os.chmod(path, default_file_mode())
             os.replace(path, target)
 
 
@@ -115,72 +90,12 @@ def save_model(
     return kind
 
 
-def save_training_curves(
-    log_history: Sequence[Mapping[str, Any]], stage_starts: Sequence[int], output_dir: str | os.PathLike
-) -> tuple[Path, Path]:
-    """Write the Trainer's ``log_history`` as ``training_log.json`` and plot its losses as ``training_curves.png``.
-
-    Args:
-        log_history: ``trainer.state.log_history`` (dicts with ``step`` and ``loss`` and/or ``eval_loss``).
-        stage_starts: the optimizer steps at which curriculum stages begin (drawn as dashed lines; 0 is skipped).
-        output_dir: where both files go.
-
-    Returns:
-        The paths of the PNG and of the JSON file.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    json_path, png_path = output_dir / LOG_JSON, output_dir / CURVES_PNG
-    _write_atomic(json_path, json.dumps(list(log_history), indent=2, sort_keys=True) + "\n")
-
-    figure, axis = plt.subplots(figsize=(7, 4), dpi=100)
-    for key, label in (("loss", "training loss"), ("eval_loss", "validation loss")):
-        points = [(entry["step"], entry[key]) for entry in log_history if key in entry and "step" in entry]
-        if points:
-            steps, values = zip(*points)
-            axis.plot(steps, values, marker="." if len(points) < 50 else None, label=label)
-    for index, step in enumerate(s for s in stage_starts if s > 0):
-        axis.axvline(step, color="gray", linestyle="--", linewidth=0.8, label="stage boundary" if index == 0 else None)
-    axis.set_xlabel("optimizer step")
-    axis.set_ylabel("loss")
-    axis.set_title("ICoT training: loss as chain-of-thought tokens are removed")
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend()
-    figure.tight_layout()
-    with tempfile.NamedTemporaryFile(dir=output_dir, suffix=".png", delete=False) as handle:
-        # Fixed metadata: the same run gives the same bytes.
-        figure.savefig(handle, format="png", metadata={"Software": None})
-    plt.close(figure)
-    os.chmod(handle.name, _default_file_mode())
-    os.replace(handle.name, png_path)
-    return png_path, json_path
-
-
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file."""
     with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, encoding="utf-8", suffix=".tmp") as handle:
         handle.write(text)
-    os.chmod(handle.name, _default_file_mode())
+    os.chmod(handle.name, default_file_mode())
     os.replace(handle.name, path)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Model card
-
-
-def split_metrics(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rows ``{split, implicit, explicit}`` from evaluation metrics named ``<split>/<mode>/answer_em``."""
-    rows: dict[str, dict[str, Any]] = {}
-    for key, value in metrics.items():
-        parts = key.split("/")
-        if len(parts) == 3 and parts[2] == "answer_em" and parts[1] in ("implicit", "explicit"):
-            rows.setdefault(parts[0], {"split": parts[0], "implicit": None, "explicit": None})[parts[1]] = value
-    order = {"validation": 0, "test": 1}
-    return sorted(rows.values(), key=lambda row: (order.get(row["split"], 2), row["split"]))
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -191,164 +106,6 @@ def is_hub_id(name: str | None) -> bool:
     if not name or os.path.exists(name):
         return False
     return _HUB_ID.fullmatch(name) is not None and ".." not in name
-
-
-def build_card_data(
-    *,
-    model_name: str,
-    results: Sequence[Mapping[str, Any]],
-    dataset_source: str,
-    dataset_name: str,
-    dataset_config: str | None,
-    base_model: str | None,
-    license: str | None,
-    is_adapter: bool,
-) -> Any:
-    """The card's YAML metadata: a ``huggingface_hub.ModelCardData`` whose model-index holds one implicit and one
-    explicit exact-match ``EvalResult`` per evaluated split (``results`` as returned by :func:`split_metrics`)."""
-    from huggingface_hub import EvalResult, ModelCardData
-
-    eval_results = []
-    for row in results:
-        for mode in ("implicit", "explicit"):
-            if row[mode] is None:
-                continue
-            eval_results.append(
-                EvalResult(
-                    task_type="text-generation",
-                    task_name=f"{mode.capitalize()} chain of thought",
-                    dataset_type=dataset_source,
-                    dataset_name=dataset_name,
-                    dataset_config=dataset_config,
-                    dataset_split=row["split"],
-                    metric_type="exact_match",
-                    metric_name=f"{mode.capitalize()} exact match",
-                    metric_value=float(row[mode]),
-                )
-            )
-    return ModelCardData(
-        model_name=model_name,
-        base_model=base_model if is_hub_id(base_model) else None,
-        datasets=[dataset_source] if is_hub_id(dataset_source) else None,
-        license=license,
-        library_name="peft" if is_adapter else "transformers",
-        pipeline_tag="text-generation",
-        tags=["implicit-chain-of-thought", "icot", "hf_icot"] + (["lora"] if is_adapter else []),
-        eval_results=eval_results or None,
-    )
-
-
-def citations_for(schedule_name: str) -> list[str]:
-    """BibTeX entries of the methods behind a schedule (the stepwise ICoT paper always, as the method's origin)."""
-    name = schedule_name.lower().replace("-", "").replace("_", "")
-    entries = [CITATIONS["stepwise"]]
-    if "logicot" in name:
-        entries.append(CITATIONS["log_icot"])
-    if "kd" in name or "distill" in name:
-        entries.append(CITATIONS["icot_kd"])
-    return entries
-
-
-def write_model_card(
-    output_dir: str | os.PathLike,
-    *,
-    title: str,
-    model_ref: str,
-    base_model: str | None,
-    architecture: str,
-    weights_kind: str,
-    dataset: Mapping[str, Any],
-    schedule: Mapping[str, Any],
-    hyperparameters: Mapping[str, Any],
-    metrics: Mapping[str, Any],
-    example: Mapping[str, Any],
-    peft: Mapping[str, Any] | None = None,
-    license: str | None = None,
-    inference_setting: str = "greedy decoding",
-) -> Path:
-    """Render ``model_cards/model_card.md.j2`` into ``output_dir/README.md``.
-
-    Args:
-        title: the card's heading (and the model-index name).
-        model_ref: the Hub id (or folder) that the how-to-use snippet loads.
-        base_model: the model fine-tuned, or None when trained from scratch.
-        architecture: a short description, e.g. ``"GPT-2, 12 layers, 768 wide, 124M parameters"``.
-        weights_kind: what :func:`save_model` returned.
-        dataset: ``source`` (Hub id or folder), ``config``, ``fingerprint``, ``splits`` ({name: rows}), ``task``.
-        schedule: ``name``, ``params`` (the schedule's ``to_dict()``), ``stages`` (list of dicts), ``total_steps``.
-        hyperparameters: training hyperparameters shown in a table.
-        metrics: flat evaluation metrics (``<split>/<mode>/answer_em``, ``<split>/<mode>/examples_per_s``), as
-            :func:`hf_icot.evaluation.flatten_split_metrics` gives them.
-        example: ``question``, ``answer`` and ``max_new_tokens`` for the how-to-use snippet.
-        peft: LoRA settings, if any.
-        license: an SPDX-style license id for the metadata.
-        inference_setting: how the throughput was measured (device, batch size), shown beside it.
-
-    Returns:
-        The path of the card. The loss-curve PNG is embedded when ``training_curves.png`` is in ``output_dir``.
-
-    Raises:
-        ValueError: ``weights_kind`` is not one of full, merged, adapter.
-    """
-    import huggingface_hub
-    import peft as peft_lib
-    import torch
-    import transformers
-
-    from model_cards import render
-
-    if weights_kind not in ("full", "merged", "adapter"):
-        raise ValueError(f"weights_kind {weights_kind!r} is unknown; allowed: full, merged, adapter.")
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    results = split_metrics(metrics)
-    card_data = build_card_data(
-        model_name=title,
-        results=results,
-        dataset_source=str(dataset["source"]),
-        dataset_name=str(dataset.get("task") or dataset["source"]),
-        dataset_config=dataset.get("config"),
-        base_model=base_model,
-        license=license,
-        is_adapter=weights_kind == "adapter",
-    )
-    throughput = None
-    for row in sorted(results, key=lambda row: row["split"] != "test"):  # the test split's speed, else the first
-        implicit = metrics.get(f"{row['split']}/implicit/examples_per_s")
-        explicit = metrics.get(f"{row['split']}/explicit/examples_per_s")
-        if implicit and explicit:
-            throughput = {"implicit": implicit, "explicit": explicit, "speedup": implicit / explicit}
-            throughput["measured_on"] = f"{row['split']} split, {inference_setting}"
-            break
-    versions = {
-        "transformers": transformers.__version__,
-        "torch": torch.__version__,
-        "peft": peft_lib.__version__,
-        "huggingface_hub": huggingface_hub.__version__,
-    }
-    text = render(
-        "model_card.md.j2",
-        card_data_yaml=card_data.to_yaml(),
-        title=title,
-        model_ref=model_ref,
-        base_model=base_model,
-        base_model_url=f"https://huggingface.co/{base_model}" if is_hub_id(base_model) else None,
-        architecture=architecture,
-        weights_kind=weights_kind,
-        peft=dict(peft) if peft else None,
-        dataset=dict(dataset),
-        schedule=dict(schedule),
-        hyperparameters=dict(hyperparameters),
-        results=results,
-        throughput=throughput,
-        loss_curve=CURVES_PNG if (output_dir / CURVES_PNG).exists() else None,
-        example=dict(example),
-        citations=citations_for(str(schedule.get("name", ""))),
-        versions=versions,
-    )
-    path = output_dir / CARD_FILE
-    _write_atomic(path, text)
-    return path
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -253,58 +253,6 @@ def check_push_possible(args: ScriptArguments, training_args: Any) -> None:
         )
 
 
-def card_inputs(args: ScriptArguments, training_args: Any, trainer: Any, model: Any) -> dict[str, Any]:
-    """The parts of the model card that describe the run: title, base model, architecture, schedule, settings."""
-    config = getattr(model, "get_base_model", lambda: model)().config
-    n_params = sum(p.numel() for p in model.parameters())
-    layers, width = getattr(config, "n_layer", None), getattr(config, "n_embd", None)
-    shape = f", {layers} layers, {width} wide" if layers and width else ""
-    total_steps = trainer.state.max_steps
-    world = training_args.world_size
-    precision = "bf16" if training_args.bf16 else "fp16" if training_args.fp16 else "fp32"
-    hyperparameters = {
-        "learning rate": training_args.learning_rate,
-        "batch size (per device × accumulation × devices)": (
-            f"{training_args.per_device_train_batch_size} × {training_args.gradient_accumulation_steps} × {world}"
-        ),
-        "epochs": training_args.num_train_epochs,
-        "optimizer steps": total_steps,
-        "optimizer": getattr(training_args.optim, "value", training_args.optim),
-        "learning-rate schedule": getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type),
-        "warmup steps": training_args.warmup_steps,
-        "weight decay": training_args.weight_decay,
-        "max grad norm": training_args.max_grad_norm,
-        "precision": precision,
-        "seed": training_args.seed,
-    }
-    schedule = trainer.schedule
-    params = {key: value for key, value in schedule.to_dict().items() if key != "name"}
-    base = None if args.scratch_model is not None else (args.base_model_hub_id or args.model_name_or_path)
-    return {
-        "base_model": base,
-        "architecture": f"{config.model_type}{shape}, {_count(n_params)} parameters",
-        "schedule": {
-            "name": schedule.name,
-            "params": params,
-            "stages": schedule.describe(total_steps),
-            "total_steps": total_steps,
-        },
-        "hyperparameters": hyperparameters,
-        "peft": {
-            "rank": args.lora_r,
-            "alpha": args.lora_alpha,
-            "dropout": args.lora_dropout,
-            "target modules": ", ".join(args.lora_target_modules),
-        }
-        if args.use_peft
-        else None,
-    }
-
-
-def _count(n: int) -> str:
-    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.1f}K"
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # Main
 
@@ -320,7 +268,8 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
     from transformers import set_seed
 
     from hf_icot.evaluation import evaluate_splits, flatten_split_metrics
-    from hf_icot.hub import push_output_dir, save_model, save_training_curves, write_model_card
+    from hf_icot.hub import push_output_dir, save_model
+    from hf_icot.model_card import describe_run, save_training_curves, write_model_card
     from hf_icot.trainer import ICoTTrainer
 
     # The recipe pushes the finished folder itself (card, curves, adapter handling); Trainer's own push is off.
@@ -391,14 +340,17 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             base_model_id=script_args.base_model_hub_id,
         )
     if trainer.is_world_process_zero():
-        stages = trainer.schedule.describe(trainer.state.max_steps)
-        save_training_curves(trainer.state.log_history, [stage["start_step"] for stage in stages], output_dir)
+        run = describe_run(trainer)
+        save_training_curves(
+            trainer.state.log_history, [s["start_step"] for s in run["schedule"]["stages"]], output_dir
+        )
         example = evaluation_sets[eval_splits[0]][0] if eval_splits else train[0]
         answer_tokens = len(tokenizer(" #### " + example["answer"], add_special_tokens=False)["input_ids"])
         write_model_card(
             output_dir,
             title=os.path.basename(os.path.normpath(training_args.hub_model_id or output_dir)),
             model_ref=training_args.hub_model_id or output_dir,
+            base_model=None if script_args.scratch_model else script_args.base_model_hub_id or model_name,
             weights_kind=weights_kind,
             dataset=dataset_info,
             metrics=metrics,
@@ -409,7 +361,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             },
             license=script_args.card_license,
             inference_setting=f"{trainer.args.device.type}, batch size {training_args.per_device_eval_batch_size}",
-            **card_inputs(script_args, training_args, trainer, trainer.model),
+            **run,
         )
         with open(os.path.join(output_dir, "eval_results.json"), "w", encoding="utf-8") as stream:
             json.dump(metrics, stream, indent=2, sort_keys=True)

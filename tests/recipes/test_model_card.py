@@ -1,4 +1,4 @@
-"""The model card rendered by hf_icot.hub.write_model_card: valid metadata whose model-index holds the given numbers,
+"""The model card rendered by hf_icot.model_card.write_model_card: valid metadata whose model-index holds the given numbers,
 and text that follows what was trained (base model or scratch, adapter, curriculum, curves, citations)."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from hf_icot.hub import CURVES_PNG, is_hub_id, save_training_curves, split_metrics, write_model_card
+from hf_icot.hub import is_hub_id
+from hf_icot.model_card import CURVES_PNG, save_training_curves, split_metrics, write_model_card
 from hf_icot.schedules import LogICoT, Stepwise
 
 METRICS = {
