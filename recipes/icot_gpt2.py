@@ -27,7 +27,10 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from hf_icot.hub import PushError  # light: the Hub client is imported only when pushing
 
 logger = logging.getLogger("icot_gpt2")
 
@@ -169,9 +172,8 @@ def load_model_and_tokenizer(args: ScriptArguments, training_args: Any, dataset:
 
     from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 
-    hint_length = training_args.mixture_max_length or 0 if training_args.length_hint else 0
     if args.scratch_model is not None:
-        tokenizer = build_word_level_tokenizer(dataset, max_hint_length=hint_length)
+        tokenizer = build_word_level_tokenizer(dataset, max_hint_length=_hint_length(training_args, dataset))
         ids = {"bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id}
         try:
             config = GPT2Config(
@@ -181,7 +183,7 @@ def load_model_and_tokenizer(args: ScriptArguments, training_args: Any, dataset:
             raise ValueError(f"--scratch_model has a field GPT2Config does not take ({error}).") from None
         return GPT2LMHeadModel(config), tokenizer
     name = args.model_name_or_path
-    looks_local = name.startswith((".", "/", "~")) or os.sep in name.strip("/").replace("/", "", 1)
+    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1  # a Hub id is name or owner/name
     if looks_local and not os.path.isdir(name):
         raise ValueError(
             f"model folder {name!r} does not exist; give a folder saved with save_pretrained, or a Hub id."
@@ -200,8 +202,22 @@ def load_model_and_tokenizer(args: ScriptArguments, training_args: Any, dataset:
     uses_placeholder = (
         training_args.removal_fill or ("pad" if training_args.schedule == "log_icot" else "drop")
     ) == "pad"
+    hint_length = _hint_length(training_args, dataset, tokenizer)
     prepare_tokenizer_for_icot(tokenizer, model, max_hint_length=hint_length, use_placeholder=uses_placeholder)
     return model, tokenizer
+
+
+def _hint_length(training_args: Any, dataset: Any, tokenizer: Any = None) -> int:
+    """The longest length hint a mixture with hints needs a token for (0: no hints)."""
+    from hf_icot.cot import cot_token_count
+
+    if not training_args.length_hint:
+        return 0
+    if training_args.mixture_max_length is not None:
+        return training_args.mixture_max_length
+    if training_args.mixture_unit == "step":
+        return max(len(example["cot"]) for example in dataset["train"])
+    return max(cot_token_count(example, tokenizer) for example in dataset["train"])
 
 
 def _offline() -> bool:
@@ -268,7 +284,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
     from transformers import set_seed
 
     from hf_icot.evaluation import evaluate_splits, flatten_split_metrics
-    from hf_icot.hub import push_output_dir, save_model
+    from hf_icot.hub import push_output_dir, save_model, write_text_atomic
     from hf_icot.model_card import describe_run, save_training_curves, write_model_card
     from hf_icot.trainer import ICoTTrainer
 
@@ -285,6 +301,8 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
         train = train.select(range(min(script_args.max_train_examples, len(train))))
     eval_splits = script_args.eval_splits or [name for name in dataset if name != "train"]
     missing = [name for name in eval_splits if name not in dataset]
+    if not eval_splits:
+        raise ValueError("the dataset has only a train split; the final evaluation needs a validation or test split.")
     if missing:
         raise ValueError(f"--eval_splits names {missing[0]!r}, which the dataset lacks; it has {', '.join(dataset)}.")
     evaluation_sets = {name: dataset[name] for name in eval_splits}
@@ -344,7 +362,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
         save_training_curves(
             trainer.state.log_history, [s["start_step"] for s in run["schedule"]["stages"]], output_dir
         )
-        example = evaluation_sets[eval_splits[0]][0] if eval_splits else train[0]
+        example = evaluation_sets[eval_splits[0]][0]
         answer_tokens = len(tokenizer(" #### " + example["answer"], add_special_tokens=False)["input_ids"])
         write_model_card(
             output_dir,
@@ -363,8 +381,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             inference_setting=f"{trainer.args.device.type}, batch size {training_args.per_device_eval_batch_size}",
             **run,
         )
-        with open(os.path.join(output_dir, "eval_results.json"), "w", encoding="utf-8") as stream:
-            json.dump(metrics, stream, indent=2, sort_keys=True)
+        write_text_atomic(Path(output_dir) / "eval_results.json", json.dumps(metrics, indent=2, sort_keys=True) + "\n")
         if push_to_hub:
             url = push_output_dir(
                 output_dir,
@@ -402,11 +419,5 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         main(*parse_args())
-    except ValueError as error:
-        sys.exit(f"error: {error}")
-    except Exception as error:
-        from hf_icot.hub import PushError
-
-        if not isinstance(error, PushError):
-            raise
+    except (ValueError, PushError) as error:
         sys.exit(f"error: {error}")
