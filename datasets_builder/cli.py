@@ -75,6 +75,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     build.add_argument("--task", required=True, help=f"Task to build; one of: {', '.join(registry.task_names())}.")
     build.add_argument("--out", required=True, help="Output folder (new, empty, or built before).")
     build.add_argument("--license", default=None, help="License id for the card, e.g. mit (default: none stated).")
+    build.add_argument(
+        "--config_name", default=None, help="Name of the config to write (default: derived from the task parameters)."
+    )
+    build.add_argument(
+        "--overwrite", action="store_true", help="Replace a config of the same name built from other parameters."
+    )
     build.add_argument("--no-progress", dest="progress", action="store_false", help="Hide the progress bars.")
     build.set_defaults(run=_run_build, command_parser=build)
     task_name = _requested_task(argv) if "build" in argv else None
@@ -135,7 +141,15 @@ def _run_build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     values = {field.name: getattr(args, f"param_{field.name}") for field, _ in registry.param_fields(task)}
     try:
         params = task.Params(**values)
-        record = publish.build_config(args.out, args.task, params, progress=args.progress, license=args.license)
+        record = publish.build_config(
+            args.out,
+            args.task,
+            params,
+            progress=args.progress,
+            license=args.license,
+            config_name=args.config_name,
+            overwrite=args.overwrite,
+        )
     except ValueError as error:
         parser.error(str(error))
     except KeyboardInterrupt:

@@ -60,22 +60,35 @@ def build_config(
     progress: bool = True,
     license: str | None = None,
     max_shard_bytes: int = MAX_SHARD_BYTES,
+    config_name: str | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Generate the config ``params.config_name()`` of task ``task_name`` and write it into ``out_dir``.
+    """Generate a config of task ``task_name`` and write it into ``out_dir``.
 
-    ``out_dir`` may be missing, empty, or a folder this function wrote before (other configs are kept byte for
-    byte; the same config is replaced). Returns the config's record, as saved in ``<config>/icot_config.json``.
+    The config is named ``config_name`` or, by default, ``params.config_name()``. ``out_dir`` may be missing, empty,
+    or a folder this function wrote before: other configs are kept byte for byte; a config of the same name built
+    from the same task and parameters is rebuilt in place (same bytes), one built from other parameters is replaced
+    only with ``overwrite`` (names like ``mult_4x4`` leave out the seed and sizes, so a silent replacement would lose
+    data). Returns the config's record, as saved in ``<config>/icot_config.json``.
 
     Raises:
-        ValueError: unknown task, a config name outside [A-Za-z0-9_], an ``out_dir`` holding foreign files, or a
-            generator whose output breaks the shared schema. ``out_dir`` is unchanged whenever anything raises.
+        ValueError: unknown task, a config name outside [A-Za-z0-9_], an ``out_dir`` holding foreign files, a config
+            of that name built from other parameters (without ``overwrite``), or a generator whose output breaks the
+            shared schema. ``out_dir`` is unchanged whenever anything raises.
     """
     task = registry.get_task(task_name)
-    config = params.config_name()
+    config = config_name or params.config_name()
     if not registry.CONFIG_NAME_PATTERN.fullmatch(config):
         raise ValueError(f"config name {config!r} is not allowed; use letters, digits and underscores.")
     out_dir = Path(os.path.abspath(out_dir))  # "." must have a real name and parent for the staging folder
     _check_output_folder(out_dir)
+    existing = read_configs(out_dir).get(config) if out_dir.is_dir() else None
+    new_identity = {"task": task.TASK_NAME, "params": dataclasses.asdict(params)}
+    if existing and not overwrite and {k: existing.get(k) for k in new_identity} != new_identity:
+        raise ValueError(
+            f"config {config!r} in {out_dir} was built from other parameters; pass --overwrite to replace it or "
+            f"--config_name to add this build under another name."
+        )
     dataset = task.build(params, progress=progress)
     features = _check_schema(dataset, task_name)
 

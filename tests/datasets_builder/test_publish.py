@@ -233,3 +233,26 @@ def test_loopback_hub_serves_model_repos_too(loopback_hub, tmp_path):  # noqa: F
     assert Path(path).read_bytes() == weights
     with pytest.raises(RepositoryNotFoundError):
         HfApi(token=False).model_info("tester/model")  # private: invisible without a token
+
+
+def test_same_config_name_from_other_parameters_needs_overwrite_or_a_new_name(tmp_path):
+    from datasets_builder.tasks import multiplication
+
+    def params(seed):
+        return multiplication.Params(a_digits=2, b_digits=2, train_size=40, validation_size=5, test_size=5, seed=seed)
+
+    out, config = tmp_path / "data", params(0).config_name()
+    assert params(1).config_name() == config  # the name leaves out the seed
+    publish.build_config(out, "multiplication", params(0), progress=False)
+    before = snapshot(out)
+    publish.build_config(out, "multiplication", params(0), progress=False)  # same parameters: rebuilt in place
+    assert snapshot(out) == before
+    with pytest.raises(ValueError, match=f"config '{config}' in .* was built from other parameters; pass --overwrite"):
+        publish.build_config(out, "multiplication", params(1), progress=False)
+    assert snapshot(out) == before
+    first = snapshot(out / config)
+    publish.build_config(out, "multiplication", params(1), progress=False, config_name="seed1")
+    assert snapshot(out / config) == first
+    assert publish.read_configs(out)["seed1"]["seed"] == 1 and publish.read_configs(out)[config]["seed"] == 0
+    publish.build_config(out, "multiplication", params(1), progress=False, overwrite=True)
+    assert publish.read_configs(out)[config]["seed"] == 1
