@@ -246,7 +246,10 @@ def wrap_lora(model: Any, args: ScriptArguments, model_name: str) -> Any:
         fan_in_fan_out=all(isinstance(module, Conv1D) for module in targets),
         task_type="CAUSAL_LM",
     )
-    return get_peft_model(model, config)
+    model = get_peft_model(model, config)
+    if args.base_model_hub_id:  # what adapter_config.json names, so that others can load the base
+        model.peft_config["default"].base_model_name_or_path = args.base_model_hub_id
+    return model
 
 
 def check_push_possible(args: ScriptArguments, training_args: Any) -> None:
@@ -329,6 +332,10 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
         )
     except ValueError as error:
         raise ValueError(f"{model_name} cannot train on this data: {error}") from None
+    if trainer.is_fsdp_enabled and script_args.merge_adapter:
+        raise ValueError(
+            "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
+        )
     trainer.train()
 
     # Step 4: evaluate implicit and explicit answers on every evaluation split (all ranks under FSDP, whose forward
@@ -347,8 +354,8 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
     # Step 5: save model, curves and card (main process), then push.
     output_dir = training_args.output_dir
     if trainer.is_fsdp_enabled:
-        trainer.save_model(output_dir)  # gathers the full state dict from the shards
-        weights_kind = "full"
+        trainer.save_model(output_dir)  # gathers the full state dict (or the adapter's) from the shards
+        weights_kind = "adapter" if script_args.use_peft else "full"
     elif trainer.is_world_process_zero():
         weights_kind = save_model(
             trainer.accelerator.unwrap_model(trainer.model),

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -250,3 +251,41 @@ def test_push_without_token_or_with_hub_offline_fails_before_training(
     message = _error(recipe_args(tiny_gpt2, tmp_path / "out", *push, "--use_peft"))
     assert "pass --base_model_hub_id" in message
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_under_fsdp(tiny_gpt2: Path, tmp_path: Path) -> None:
+    """fsdp.yaml with CPU processes (no GPU here): evaluation on every rank, the full state dict saved by rank 0."""
+    config = yaml.safe_load((REPO / "recipes" / "accelerate" / "fsdp.yaml").read_text())
+    config.update(use_cpu=True, mixed_precision="no", num_processes=2)
+    config["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] = False
+    (tmp_path / "fsdp_cpu.yaml").write_text(yaml.safe_dump(config))
+    output = tmp_path / "fsdp"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "fsdp_cpu.yaml")]
+    result = subprocess.run(
+        [*launch, "--main_process_port", port, str(RECIPE), *recipe_args(tiny_gpt2, output)],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    model = AutoModelForCausalLM.from_pretrained(output)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_gpt2)
+    assert not torch.equal(model.lm_head.weight, initial.lm_head.weight), "the saved weights are the trained ones"
+    history = json.loads((output / "training_log.json").read_text())
+    assert [entry["cot/kept_tokens_mean"] for entry in history if "loss" in entry][-1] == 0
+    metrics = json.loads((output / "eval_results.json").read_text())
+    again = evaluate_generation(model, tokenizer, _test_split(), modes=["implicit", "explicit"])
+    assert {key: again[key] for key in ("implicit/answer_em", "explicit/cot_em")} == {
+        key: metrics[f"test/{key}"] for key in ("implicit/answer_em", "explicit/cot_em")
+    }
+
+
+def _test_split():
+    from datasets_builder import registry
+
+    params = registry.make_params("multiplication", **TASK_ARGS)
+    return registry.get_task("multiplication").build(params)["test"]
