@@ -51,6 +51,7 @@ def full_run(tiny_gpt2: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     argv = recipe_args(tiny_gpt2, output, "--card_license", "mit")
     task_at = argv.index("--task")
     argv[task_at : task_at + 4] = ["--dataset_name_or_path", str(data), "--dataset_config", "mult_2x2"]
+    argv_used = list(argv)
     with pytest.MonkeyPatch.context() as patch:
         import hf_icot.hub
 
@@ -60,7 +61,7 @@ def full_run(tiny_gpt2: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
             hf_icot.hub, "save_model", lambda model, *a, **k: saved.append(model) or original(model, *a, **k)
         )
         metrics = run_recipe(argv)
-    return {"output": output, "metrics": metrics, "model": saved[0], "data": data}
+    return {"output": output, "metrics": metrics, "model": saved[0], "data": data, "argv": argv_used}
 
 
 def test_run_folder_holds_model_tokenizer_curves_card(full_run: dict) -> None:
@@ -76,6 +77,14 @@ def test_run_folder_holds_model_tokenizer_curves_card(full_run: dict) -> None:
     assert removed == sorted(removed) and removed[-1] >= 8, "one more CoT token removed per step"
     assert losses[-1]["cot/kept_tokens_mean"] == 0, "the curriculum ends with no CoT tokens"
     assert json.loads((output / "eval_results.json").read_text()) == full_run["metrics"]
+
+
+def test_same_seed_same_bytes(full_run: dict, tmp_path: Path) -> None:
+    argv = list(full_run["argv"])
+    argv[argv.index("--output_dir") + 1] = str(tmp_path / "again")
+    run_recipe(argv)
+    for name in ("model.safetensors", "tokenizer.json", "config.json", "training_curves.png"):
+        assert (tmp_path / "again" / name).read_bytes() == (full_run["output"] / name).read_bytes(), name
 
 
 def test_saved_model_reloads_and_generates_the_same_answers(full_run: dict) -> None:
