@@ -73,7 +73,13 @@ def encode_example(example: Mapping[str, Any], truncated: TruncatedCoT, tokenize
     Raises:
         ValueError: a word or CoT token the tokenizer cannot represent, or a tokenizer without an eos token.
     """
-    eos = _eos_id(tokenizer)
+    return _encode_example(example, truncated, tokenizer, _eos_id(tokenizer), tokenizer.unk_token_id)
+
+
+def _encode_example(
+    example: Mapping[str, Any], truncated: TruncatedCoT, tokenizer: Any, eos: int, unk: int | None
+) -> dict[str, Any]:
+    # encode_example with the special ids looked up once per batch (tokenizer properties are slow in the hot loop).
     question_ids = example.get("question_ids")
     if question_ids is None:
         question_ids = encode_text(example["question"], tokenizer)
@@ -85,7 +91,6 @@ def encode_example(example: Mapping[str, Any], truncated: TruncatedCoT, tokenize
     if truncated.hint is not None:
         prefix.append(_token_id(tokenizer, truncated.hint))
     cot_ids = tokenizer.convert_tokens_to_ids(list(truncated.tokens))
-    unk = tokenizer.unk_token_id
     if unk is not None and unk in cot_ids:
         bad = truncated.tokens[cot_ids.index(unk)]
         if bad != tokenizer.unk_token:
@@ -328,7 +333,10 @@ class ICoTCollator:
     def encode_batch(self, examples: Sequence[Mapping[str, Any]], truncated: Sequence[TruncatedCoT]) -> dict[str, Any]:
         """Encode and right-pad: ``input_ids``, ``attention_mask``, ``labels`` (-100 on question and padding) and,
         when some example keeps positions, ``position_ids``."""
-        encoded = [encode_example(example, cut, self.tokenizer) for example, cut in zip(examples, truncated)]
+        eos, unk = _eos_id(self.tokenizer), self.tokenizer.unk_token_id
+        encoded = [
+            _encode_example(example, cut, self.tokenizer, eos, unk) for example, cut in zip(examples, truncated)
+        ]
         width = max(len(item["input_ids"]) for item in encoded)
         input_ids = np.full((len(encoded), width), self.pad_id, dtype=np.int64)
         labels = np.full((len(encoded), width), IGNORE_INDEX, dtype=np.int64)

@@ -111,7 +111,6 @@ class ICoTTrainer(Trainer):
                 f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
             )
         self.schedule = schedule if schedule is not None else schedule_from_config(args)
-        self.schedule.seed = args.seed
         hint = bool(getattr(self.schedule, "hint", False))
         limit = context_length(model)
         self.skipped_too_long = 0
@@ -160,11 +159,17 @@ class ICoTTrainer(Trainer):
 
     # -- curriculum ------------------------------------------------------------------------------------------------
 
+    def _bind_schedule(self, dataloader: Any) -> None:
+        # Without a dataloader length the Trainer reports max_steps as the epoch size, which means nothing here.
+        steps_per_epoch = None
+        if has_length(dataloader):
+            accumulation = self.args.gradient_accumulation_steps
+            steps_per_epoch = max(1, len(dataloader) // accumulation + int(len(dataloader) % accumulation > 0))
+        self.schedule.bind(steps_per_epoch, self._max_cot_level)
+
     def set_initial_training_values(self, args, dataloader):
         values = super().set_initial_training_values(args, dataloader)
-        # Without a dataloader length the Trainer reports max_steps as the epoch size, which means nothing here.
-        steps_per_epoch = values[1] if has_length(dataloader) else None
-        self.schedule.bind(steps_per_epoch, self._max_cot_level)
+        self._bind_schedule(dataloader)
         return values
 
     def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list]:
@@ -274,6 +279,8 @@ class ICoTTrainer(Trainer):
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         if "pending" in inputs:
+            if self.schedule.steps_per_epoch is None and self.train_dataset is not None:
+                self._bind_schedule(self.get_train_dataloader())  # evaluate() before train()
             # Evaluation sees the curriculum of the last trained step, without its random parts.
             inputs, _ = self._render(inputs, max(self.state.global_step - 1, 0), training=False)
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)

@@ -142,6 +142,7 @@ def test_bpe_tokenizer_with_keep_position_stages_and_eval_loss(tmp_path):
         stage_unit="steps", max_steps=6, logging_steps=2, keep_stage_checkpoints=False,
     )  # fmt: skip
     trainer = ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test, processing_class=tokenizer)
+    assert math.isfinite(trainer.evaluate()["eval_loss"])  # before training: the schedule binds itself
     trainer.train()
     assert [entry["cot/stage"] for entry in trainer.state.log_history if "loss" in entry] == [0, 1, 2]
     assert sorted(trainer.stage_metrics) == [0, 1, 2]
