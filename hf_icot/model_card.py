@@ -36,8 +36,10 @@ CITATIONS = {
   journal = {arXiv preprint arXiv:2311.01460},
   year    = {2023}
 }""",
-    "log_icot": """@article{logicot2026,
+    "log_icot": """@article{huang2026provably,
   title   = {Transformers Provably Learn to Internalize Chain-of-Thought},
+  author  = {Huang, Yixiao and Zhu, Hanlin and Wang, Zixuan and Jiao, Jiantao and Russell, Stuart and Sojoudi, Somayeh
+             and Mei, Song},
   journal = {arXiv preprint arXiv:2605.28600},
   year    = {2026}
 }""",
