@@ -305,6 +305,15 @@ class ICoTCollator:
             prepared = prepared.select(keep)
         return prepared, len(too_long_rows)
 
+    def require_tokens(self, tokens: Sequence[str]) -> None:
+        """Check, before training, that the tokenizer has every token a curriculum will insert.
+
+        Raises:
+            ValueError: naming the first missing token and how to add it.
+        """
+        for token in tokens:
+            _token_id(self.tokenizer, token)
+
     # -- collation -------------------------------------------------------------------------------------------------
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:

@@ -471,56 +471,56 @@ def schedule_from_dict(data: dict[str, Any]) -> Schedule:
     return cls(**data)
 
 
+#: For each schedule, which ICoTConfig field sets each of its fields (``seed`` and ``fill`` are common).
+CONFIG_FIELDS: dict[str, dict[str, str]] = {
+    "full_cot": {},
+    "no_cot": {},
+    "stepwise": {
+        "remove_per_epoch": "remove_per_epoch",
+        "remove_start_from": "remove_start_from",
+        "removal_smoothing_lambda": "removal_smoothing_lambda",
+        "remove_all_when_remove_beyond": "remove_all_when_remove_beyond",
+        "pretrain_epochs": "pretrain_epochs",
+        "side": "removal_side",
+        "reset_optimizer": "reset_optimizer",
+    },
+    "staged": {
+        "direction": "removal_side",
+        "steps_per_stage": "steps_per_stage",
+        "stage_length": "stage_length",
+        "stage_unit": "stage_unit",
+        "num_stages": "num_stages",
+        "final_remove_all": "final_remove_all",
+    },
+    "log_icot": {
+        "num_levels": "num_levels",
+        "stage_length": "stage_length",
+        "stage_unit": "stage_unit",
+        "final_drop": "final_remove_all",
+    },
+    "mixture": {
+        "unit": "mixture_unit",
+        "max_length": "mixture_max_length",
+        "weights": "mixture_weights",
+        "hint": "length_hint",
+        "side": "removal_side",
+    },
+}
+
+
 def schedule_from_config(config: Any) -> Schedule:
-    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for (``config.schedule`` plus its flat fields).
+    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for: ``config.schedule`` with the flat fields
+    listed in :data:`CONFIG_FIELDS`, ``config.seed``, and ``config.removal_fill`` unless it is None (each schedule's
+    default fill).
 
     Raises:
         ValueError: an unknown schedule name or an invalid parameter.
     """
     name = config.schedule
-    common: dict[str, Any] = {"seed": config.seed}
-    if config.removal_fill is not None:
-        common["fill"] = config.removal_fill
-    if name == "full_cot":
-        return FullCoT(seed=config.seed)
-    if name == "no_cot":
-        return NoCoT(**common)
-    if name == "stepwise":
-        return Stepwise(
-            remove_per_epoch=config.remove_per_epoch,
-            remove_start_from=config.remove_start_from,
-            removal_smoothing_lambda=config.removal_smoothing_lambda,
-            remove_all_when_remove_beyond=config.remove_all_when_remove_beyond,
-            pretrain_epochs=config.pretrain_epochs,
-            side=config.removal_side,
-            reset_optimizer=config.reset_optimizer,
-            **common,
-        )
-    if name == "staged":
-        return Staged(
-            direction=config.removal_side,
-            steps_per_stage=config.steps_per_stage,
-            stage_length=config.stage_length,
-            stage_unit=config.stage_unit,
-            num_stages=config.num_stages,
-            final_remove_all=config.final_remove_all,
-            **common,
-        )
-    if name == "log_icot":
-        return LogICoT(
-            num_levels=config.num_levels,
-            stage_length=config.stage_length,
-            stage_unit=config.stage_unit,
-            final_drop=config.final_remove_all,
-            **common,
-        )
-    if name == "mixture":
-        return Mixture(
-            unit=config.mixture_unit,
-            max_length=config.mixture_max_length,
-            weights=config.mixture_weights,
-            hint=config.length_hint,
-            side=config.removal_side,
-            **common,
-        )
-    raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
+    if name not in SCHEDULES:
+        raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
+    kwargs = {field_name: getattr(config, source) for field_name, source in CONFIG_FIELDS[name].items()}
+    kwargs["seed"] = config.seed
+    if config.removal_fill is not None and name != "full_cot":
+        kwargs["fill"] = config.removal_fill
+    return SCHEDULES[name](**kwargs)

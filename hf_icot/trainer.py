@@ -32,6 +32,7 @@ from transformers.trainer_utils import has_length
 
 from hf_icot.collator import ICoTCollator, context_length
 from hf_icot.config import ICoTConfig
+from hf_icot.cot import PLACEHOLDER_TOKEN, hint_token
 from hf_icot.schedules import Schedule, schedule_from_config, schedule_from_dict
 
 logger = logging.getLogger(__name__)
@@ -78,9 +79,20 @@ class ICoTTrainer(Trainer):
         args: an :class:`hf_icot.config.ICoTConfig`.
         schedule: a :class:`hf_icot.schedules.Schedule` overriding the one ``args`` describes.
 
+    After training, ``trainer.schedule.describe(trainer.state.max_steps)`` lists the stages (for a model card),
+    ``trainer.stage_metrics`` holds each stage's evaluation, and ``output_dir/stage-<i>`` each stage's last model
+    (with ``icot_schedule.json``: stage, last step, what it removes, metrics). Example::
+
+        tokenizer = build_word_level_tokenizer(dataset)  # or prepare_tokenizer_for_icot(gpt2_tokenizer, model)
+        args = ICoTConfig(output_dir="out", schedule="stepwise", remove_per_epoch=8, eval_modes=["implicit"])
+        trainer = ICoTTrainer(model=model, args=args, train_dataset=dataset["train"],
+                              eval_dataset=dataset["validation"], processing_class=tokenizer)
+        trainer.train()
+
     Raises:
-        ValueError: ``args`` not an ``ICoTConfig``, no tokenizer, a collator that is not an ``ICoTCollator``, or a
-            dataset :meth:`ICoTCollator.prepare_dataset` rejects.
+        ValueError: ``args`` not an ``ICoTConfig``, no tokenizer, a collator that is not an ``ICoTCollator``, a
+            dataset :meth:`ICoTCollator.prepare_dataset` rejects, or a tokenizer lacking a token the curriculum
+            inserts (placeholder, length hints).
     """
 
     def __init__(
@@ -130,6 +142,8 @@ class ICoTTrainer(Trainer):
                 }
             elif eval_dataset is not None:
                 eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, hint)[0]
+        if train_dataset is not None:
+            data_collator.require_tokens(self._inserted_tokens(train_dataset))
         self._max_cot_level = None
         if train_dataset is not None and "cot_level" in train_dataset.column_names:
             self._max_cot_level = max((max(levels, default=0) for levels in train_dataset["cot_level"]), default=0)
@@ -156,6 +170,14 @@ class ICoTTrainer(Trainer):
             optimizer_cls_and_kwargs=optimizer_cls_and_kwargs,
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
         )
+
+    def _inserted_tokens(self, dataset: Any) -> list[str]:
+        """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
+        tokens = [PLACEHOLDER_TOKEN] if getattr(self.schedule, "fill", "drop") == "pad" else []
+        if getattr(self.schedule, "hint", False) and len(dataset):
+            column = "n_cot_tokens" if getattr(self.schedule, "unit", "token") == "token" else "n_cot_steps"
+            tokens += [hint_token(n) for n in range(max(dataset[column]) + 1)]
+        return tokens
 
     # -- curriculum ------------------------------------------------------------------------------------------------
 

@@ -229,3 +229,30 @@ def test_trainer_rejects_plain_training_arguments_and_missing_tokenizer(tmp_path
     unschema = datasets.Dataset.from_list([{"text": "a b"}])
     with pytest.raises(ValueError, match="lacks the column\\(s\\) question, cot, answer"):
         ICoTTrainer(model=model, args=config(tmp_path), train_dataset=unschema, processing_class=tokenizer)
+    with pytest.raises(ValueError, match="the tokenizer has no token '<len_0>'; add it with"):
+        ICoTTrainer(
+            model=model,
+            args=config(tmp_path, schedule="mixture", length_hint=True),
+            train_dataset=train,
+            processing_class=tokenizer,
+        )
+
+
+def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
+    train, _ = counting_examples(length=4, n_test=4)
+    tokenizer = build_word_level_tokenizer(train, max_hint_length=4)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(tmp_path, schedule="mixture", length_hint=True, max_steps=3, per_device_train_batch_size=12)
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    seen = []
+    render = trainer._render
+
+    def keep(inputs, step, training):
+        batch, truncated = render(inputs, step, training)
+        seen.extend((cut.hint, cut.kept) for cut in truncated)
+        return batch, truncated
+
+    trainer._render = keep
+    trainer.train()
+    assert len(seen) == 36 and all(hint == f"<len_{kept}>" for hint, kept in seen)
+    assert len({kept for _, kept in seen}) >= 4  # lengths 0..4 drawn per example and step
