@@ -371,6 +371,8 @@ class ICoTTrainer(Trainer):
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
         """``Trainer.train``, then the end of the last stage (saved and evaluated like the others)."""
+        if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
+            self._previous_step_without_cot, self._optimizer_resets = False, 0
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))
