@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_icot.collator import encode_prompt, encode_text, split_generation
+from hf_icot.collator import context_length, encode_prompt, encode_text, split_generation
 from hf_icot.cot import ANSWER_PREFIX, TruncationSpec, cot_token_count, truncate, truncate_example
 from hf_icot.metrics import load_exact_match
 
@@ -126,9 +126,12 @@ def _generate_batch(
     pad_id: int,
     eos_id: int,
     inputs: _ForwardInputs,
+    context: int | None,
 ) -> list[list[int]]:
     device = _model_device(model)
     width = max(len(p) for p in prompts)
+    if context is not None:  # a position past the model's context has no embedding
+        max_new_tokens = min(max_new_tokens, context - width)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):
@@ -227,9 +230,15 @@ def generate_batched(
                     f"prompt {index} already holds {EOS_PER_SEQUENCE - left} <eos> tokens, so its answer is closed; "
                     "a prompt ends before the answer (see hf_icot.collator.encode_prompt)."
                 )
+    context = context_length(model)
     for index, prompt in enumerate(prompts):
         if len(prompt) == 0:
             raise ValueError(f"prompt {index} is empty; every prompt needs at least one token.")
+        if context is not None and len(prompt) >= context:
+            raise ValueError(
+                f"prompt {index} has {len(prompt)} tokens but the model's context is {context}; "
+                "prompts must be shorter than the context to leave room for generation."
+            )
 
     inputs = _ForwardInputs(model)
     results: list[list[int]] = [[] for _ in prompts]
@@ -243,6 +252,7 @@ def generate_batched(
                 pad_id,
                 eos_id,
                 inputs,
+                context,
             )
             for i, continuation in zip(batch, continuations):
                 results[i] = continuation

@@ -358,3 +358,15 @@ def test_trainer_evaluate_reports_what_the_model_predicts(tiny_gpt2, tokenizer, 
     assert metrics["eval_token_accuracy"] == pytest.approx(right / labelled)
     assert metrics["eval_answer_em"] == answers_right / len(EXAMPLES)
     assert 0 < right < labelled  # partly trained (here 28 of 39 tokens and 1 of 4 answers right)
+
+
+def test_generation_stops_at_the_model_context(tiny_gpt2, tokenizer):
+    context = tiny_gpt2.config.n_positions
+    prompt = encode_prompt("1 2 * 3", tokenizer, mode="explicit")
+    (out,) = generate_batched(
+        tiny_gpt2, tokenizer, [prompt], max_new_tokens=500, batch_size=1, stop_after_answer=False
+    )
+    assert len(prompt) + len(out) == context
+    too_long = prompt * (context // len(prompt) + 1)
+    with pytest.raises(ValueError, match=f"prompt 0 has {len(too_long)} tokens but the model's context is {context}"):
+        generate_batched(tiny_gpt2, tokenizer, [too_long], max_new_tokens=5, batch_size=1, stop_after_answer=False)
