@@ -127,11 +127,13 @@ def _generate_batch(
     eos_id: int,
     inputs: _ForwardInputs,
     context: int | None,
+    shifts: list[tuple[int, int]] | None = None,
 ) -> list[list[int]]:
     device = _model_device(model)
     width = max(len(p) for p in prompts)
     if context is not None:  # a position past the model's context has no embedding
-        max_new_tokens = min(max_new_tokens, context - width)
+        reach = width + max((shift for _, shift in shifts or []), default=0)
+        max_new_tokens = min(max_new_tokens, context - reach)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):
@@ -140,6 +142,15 @@ def _generate_batch(
     ids, attention = ids.to(device), attention.to(device)  # (B, T)
     # Left padding shifts each row's tokens right, so positions count real tokens only (as generate() does).
     positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, T)
+    # keep_position models saw the tokens after a removed CoT at their untruncated positions: shift from there on.
+    first_step_shift = torch.zeros(len(prompts), dtype=torch.long)
+    for row, (start, shift) in enumerate(shifts or []):
+        column = width - len(prompts[row]) + start
+        if column < width:
+            positions[row, column:] += shift
+        else:  # the shift starts with the first generated token
+            first_step_shift[row] = shift
+    first_step_shift = first_step_shift.to(device)[:, None]  # (B, 1)
     remaining = torch.tensor(eos_left if eos_left is not None else [0] * len(prompts), device=device)
     finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     new_tokens, cache = [], None
@@ -165,7 +176,8 @@ def _generate_batch(
                 break
         cache = getattr(output, inputs.cache) if inputs.cache is not None else None
         ids = torch.cat([ids, next_ids[:, None]], dim=1)
-        positions = torch.cat([positions, positions[:, -1:] + 1], dim=1)
+        positions = torch.cat([positions, positions[:, -1:] + 1 + first_step_shift], dim=1)
+        first_step_shift = torch.zeros_like(first_step_shift)
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
         # Without a KV cache the whole sequence is fed again at every step.
         step_ids, step_positions = (ids[:, -1:], positions[:, -1:]) if cache is not None else (ids, positions)
@@ -191,6 +203,7 @@ def generate_batched(
     max_new_tokens: int,
     batch_size: int = 64,
     stop_after_answer: bool = True,
+    position_shifts: Sequence[tuple[int, int]] | None = None,
 ) -> list[list[int]]:
     """Greedy continuations of token-id prompts, generated in left-padded batches with a KV cache.
 
@@ -203,6 +216,9 @@ def generate_batched(
         batch_size: prompts per forward pass.
         stop_after_answer: stop a row at the ``<eos>`` that closes the answer (the third of the sequence, see the
             module docstring); otherwise every continuation has ``max_new_tokens`` tokens.
+        position_shifts: per prompt, ``(start, shift)``: the tokens from index ``start`` on (``start`` may equal the
+            prompt length: the continuation) get position ids ``shift`` higher, as a model trained with
+            ``fill="keep_position"`` saw them after a removed CoT.
 
     Returns:
         For each prompt, in order, the generated ids (the closing ``<eos>`` included when reached), without padding.
@@ -230,14 +246,19 @@ def generate_batched(
                     f"prompt {index} already holds {EOS_PER_SEQUENCE - left} <eos> tokens, so its answer is closed; "
                     "a prompt ends before the answer (see hf_icot.collator.encode_prompt)."
                 )
+    if position_shifts is not None and len(position_shifts) != len(prompts):
+        raise ValueError(
+            f"position_shifts has {len(position_shifts)} entries for {len(prompts)} prompts; give one each."
+        )
     context = context_length(model)
     for index, prompt in enumerate(prompts):
         if len(prompt) == 0:
             raise ValueError(f"prompt {index} is empty; every prompt needs at least one token.")
-        if context is not None and len(prompt) >= context:
+        reach = len(prompt) + (position_shifts[index][1] if position_shifts is not None else 0)
+        if context is not None and reach >= context:
             raise ValueError(
-                f"prompt {index} has {len(prompt)} tokens but the model's context is {context}; "
-                "prompts must be shorter than the context to leave room for generation."
+                f"prompt {index} reaches position {reach} but the model's context is {context}; "
+                "prompts must end before the context to leave room for generation."
             )
 
     inputs = _ForwardInputs(model)
@@ -253,6 +274,7 @@ def generate_batched(
                 eos_id,
                 inputs,
                 context,
+                [position_shifts[i] for i in batch] if position_shifts is not None else None,
             )
             for i, continuation in zip(batch, continuations):
                 results[i] = continuation
@@ -293,6 +315,16 @@ def gold_continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: s
     return truncate(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer).kept + 1 + answer
 
 
+def _removed_position_shift(
+    example: Mapping[str, Any], prompt: Sequence[int], tokenizer: Any, hint: int | None, hint_unit: str
+) -> tuple[int, int]:
+    """``(start, shift)`` for :func:`generate_batched` under keep_position: an implicit prompt's closing ``<eos>``
+    sits where the full CoT ended; after a hint, the first kept CoT token sits where it stood in the full CoT."""
+    if hint is None:
+        return len(prompt) - 1, cot_token_count(example, tokenizer)
+    return len(prompt), truncate(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer).removed
+
+
 def default_max_new_tokens(
     dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str, hint_unit: str = "token"
 ) -> int:
@@ -312,6 +344,7 @@ def evaluate_generation(
     hint_lengths: Sequence[int] | None = None,
     hint_unit: str = "token",
     return_predictions: bool = False,
+    keep_position: bool = False,
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Generate greedily in each mode and score the answers (and CoTs) by exact match.
 
@@ -326,6 +359,10 @@ def evaluate_generation(
         hint_unit: what a hint counts, ``"token"`` or ``"step"`` (as the mixture model was trained).
         return_predictions: also return, per mode, one record per example (question, generated and gold CoT and
             answer, whether each matched).
+        keep_position: the model was trained with ``fill="keep_position"``: what follows a removed CoT keeps the
+            positions it had with the full CoT, so implicit and hint prompts are shifted by the number of CoT tokens
+            removed, i.e. the length of the example's gold CoT (fixed by the question size in the generated tasks;
+            for free-text tasks such as GSM8K this uses the gold length, which a deployed model would not know).
 
     Returns:
         ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
@@ -357,8 +394,14 @@ def evaluate_generation(
             limit = default_max_new_tokens(examples, tokenizer, mode, hint_unit)
         else:
             limit = max_new_tokens
+        shifts = None
+        if keep_position and base != "explicit":
+            shifts = [
+                _removed_position_shift(ex, prompt, tokenizer, hint, hint_unit)
+                for ex, prompt in zip(examples, prompts)
+            ]
         start = time.perf_counter()
-        continuations = generate_batched(model, tokenizer, prompts, limit, batch_size)
+        continuations = generate_batched(model, tokenizer, prompts, limit, batch_size, position_shifts=shifts)
         seconds = max(time.perf_counter() - start, 1e-9)
 
         parsed = [split_generation(ids, tokenizer, base) for ids in continuations]

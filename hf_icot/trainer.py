@@ -307,6 +307,11 @@ class ICoTTrainer(Trainer):
             inputs, _ = self._render(inputs, max(self.state.global_step - 1, 0), training=False)
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
 
+    @property
+    def keeps_positions(self) -> bool:
+        """Whether the curriculum keeps position ids after removed CoT tokens (generation must do the same)."""
+        return getattr(self.schedule, "fill", "drop") == "keep_position"
+
     def evaluate_generation(self) -> dict[str, float]:
         """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none)."""
         if not self.args.eval_modes or self.eval_dataset is None:
@@ -326,6 +331,7 @@ class ICoTTrainer(Trainer):
                 batch_size=self.args.per_device_eval_batch_size,
                 max_new_tokens=self.args.max_new_tokens,
                 hint_unit=self.args.mixture_unit,
+                keep_position=self.keeps_positions,
             )
             prefix = f"eval_{name}_" if name else "eval_"
             metrics.update({prefix + key: value for key, value in results.items()})

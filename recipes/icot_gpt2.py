@@ -347,6 +347,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             tokenizer,
             evaluation_sets,
             batch_size=training_args.per_device_eval_batch_size,
+            keep_position=trainer.keeps_positions,
         )
         metrics = flatten_split_metrics(results)
     trainer.accelerator.wait_for_everyone()

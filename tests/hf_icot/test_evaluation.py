@@ -368,5 +368,50 @@ def test_generation_stops_at_the_model_context(tiny_gpt2, tokenizer):
     )
     assert len(prompt) + len(out) == context
     too_long = prompt * (context // len(prompt) + 1)
-    with pytest.raises(ValueError, match=f"prompt 0 has {len(too_long)} tokens but the model's context is {context}"):
+    with pytest.raises(ValueError, match=f"prompt 0 reaches position {len(too_long)} but the model's context is {context}"):
         generate_batched(tiny_gpt2, tokenizer, [too_long], max_new_tokens=5, batch_size=1, stop_after_answer=False)
+
+
+def _greedy_with_positions(model, prompt, positions, steps):
+    """Reference loop: the whole sequence with explicit position ids at every step, no cache, no padding."""
+    ids, pos, out = list(prompt), list(positions), []
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([pos])).logits
+            out.append(int(logits[0, -1].argmax()))
+            ids.append(out[-1])
+            pos.append(pos[-1] + 1)
+    return out
+
+
+def test_keep_position_shifts_match_explicit_position_ids(tiny_gpt2, tokenizer):
+    implicit = encode_prompt("1 2 * 3", tokenizer, mode="implicit")
+    other = encode_prompt("6 7 8 9 * 1 2 3", tokenizer, mode="explicit")
+    shift = 5
+    # The implicit prompt's closing <eos> (and all that follows) sits `shift` positions later.
+    positions = list(range(len(implicit) - 1)) + [len(implicit) - 1 + shift]
+    expected = _greedy_with_positions(tiny_gpt2, implicit, positions, 6)
+    batched = generate_batched(
+        tiny_gpt2, tokenizer, [other, implicit], max_new_tokens=6, batch_size=2, stop_after_answer=False,
+        position_shifts=[(len(other), 0), (len(implicit) - 1, shift)],
+    )  # fmt: skip
+    assert batched[1] == expected
+    unshifted = generate_batched(tiny_gpt2, tokenizer, [implicit], max_new_tokens=6, stop_after_answer=False)
+    assert unshifted[0] != expected  # the shift matters to this model, so the test can fail
+
+
+def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripted, tokenizer):
+    import hf_icot.evaluation as evaluation
+
+    seen = {}
+
+    def spy(model, tok, prompts, limit, batch_size, position_shifts=None):
+        seen["shifts"], seen["prompts"] = position_shifts, prompts
+        return [[] for _ in prompts]  # only the shifts are under test here
+
+    monkeypatch.setattr(evaluation, "generate_batched", spy)
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["implicit"], keep_position=True)
+    expected = [(len(p) - 1, len(" ".join(ex["cot"]).split())) for p, ex in zip(seen["prompts"], EXAMPLES)]
+    assert seen["shifts"] == expected and any(shift for _, shift in expected)
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["explicit"], keep_position=True)
+    assert seen["shifts"] is None
