@@ -368,7 +368,9 @@ def test_generation_stops_at_the_model_context(tiny_gpt2, tokenizer):
     )
     assert len(prompt) + len(out) == context
     too_long = prompt * (context // len(prompt) + 1)
-    with pytest.raises(ValueError, match=f"prompt 0 reaches position {len(too_long)} but the model's context is {context}"):
+    with pytest.raises(
+        ValueError, match=f"prompt 0 reaches position {len(too_long)} but the model's context is {context}"
+    ):
         generate_batched(tiny_gpt2, tokenizer, [too_long], max_new_tokens=5, batch_size=1, stop_after_answer=False)
 
 
