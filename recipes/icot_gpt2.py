@@ -286,6 +286,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
     """
     from transformers import set_seed
 
+    from hf_icot.cot import cot_token_count
     from hf_icot.evaluation import evaluate_splits, flatten_split_metrics
     from hf_icot.hub import push_output_dir, save_model, write_text_atomic
     from hf_icot.model_card import describe_run, save_training_curves, write_model_card
@@ -384,6 +385,8 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
                 "question": example["question"],
                 "answer": example["answer"],
                 "max_new_tokens": answer_tokens + 8,
+                # keep_position models expect the answer where the full CoT would have ended
+                "position_shift": cot_token_count(example, tokenizer) if trainer.keeps_positions else 0,
             },
             license=script_args.card_license,
             inference_setting=f"{trainer.args.device.type}, batch size {training_args.per_device_eval_batch_size}",

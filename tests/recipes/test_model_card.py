@@ -143,3 +143,50 @@ def test_split_metrics_and_hub_ids() -> None:
     ]
     assert is_hub_id("gpt2") and is_hub_id("openai-community/gpt2")
     assert not any(is_hub_id(x) for x in ("./gpt2", "/abs/model", "a/b/c", "datasets_builder:multiplication", None))
+
+
+def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_path: Path) -> None:
+    import contextlib
+    import io
+    import re
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from hf_icot.evaluation import evaluate_generation
+    from hf_icot.tokenization import build_word_level_tokenizer
+
+    examples = [{"question": f"{a} {b} {c}", "cot": [a, b, c], "answer": c} for a in "01" for b in "01" for c in "01"]
+    tokenizer = build_word_level_tokenizer(examples)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    model = GPT2LMHeadModel(config)
+    torch.nn.init.normal_(model.transformer.wpe.weight, std=1.0)  # positions decide what this model writes
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+    def snippet_output(example: dict, shift: int) -> str:
+        card = _card(
+            tmp_path / f"card{shift}",
+            model_ref=str(folder),
+            example={"question": example["question"], "answer": example["answer"], "max_new_tokens": 6,
+                     "position_shift": shift},
+        )  # fmt: skip
+        snippet = re.search(r"```python\n(.*?)```", card.text, re.DOTALL).group(1)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(snippet, "model_card_snippet", "exec"), {})
+        return printed.getvalue().strip()
+
+    def implicit_predictions(keep_position: bool) -> list[dict]:
+        _, predictions = evaluate_generation(
+            model, tokenizer, examples, modes=["implicit"], max_new_tokens=6, keep_position=keep_position,
+            return_predictions=True,
+        )  # fmt: skip
+        return predictions["implicit"]
+
+    shifted, plain = implicit_predictions(True), implicit_predictions(False)
+    assert [p["generated_ids"] for p in shifted] != [p["generated_ids"] for p in plain]  # the shift matters here
+    for index in (0, 5):
+        assert snippet_output(examples[index], 3) == shifted[index]["generated_answer"]
