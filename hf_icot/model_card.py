@@ -188,7 +188,8 @@ def write_model_card(
         hyperparameters: training hyperparameters shown in a table.
         metrics: flat evaluation metrics (``<split>/<mode>/answer_em``, ``<split>/<mode>/examples_per_s``), as
             :func:`hf_icot.evaluation.flatten_split_metrics` gives them.
-        example: ``question``, ``answer`` and ``max_new_tokens`` for the how-to-use snippet.
+        example: ``question``, ``answer``, ``max_new_tokens`` and, for keep_position models, ``position_shift`` (the
+            CoT tokens removed before the answer) for the how-to-use snippet.
         peft: LoRA settings, if any.
         license: an SPDX-style license id for the metadata.
         inference_setting: how the throughput was measured (device, batch size), shown beside it.
