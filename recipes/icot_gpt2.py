@@ -403,6 +403,8 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             )
             logger.info("pushed %s to %s", output_dir, url)
     trainer.accelerator.wait_for_everyone()
+    # Tear the process group down here: left to interpreter shutdown, gloo's threads can abort a rank (SIGABRT).
+    trainer.accelerator.end_training()
     return metrics
 
 

@@ -98,6 +98,7 @@ def main() -> None:
     weights = {name: p.detach().clone().contiguous() for name, p in trainer.model.named_parameters()}
     save_file(weights, str(options.out / f"final-rank{rank}.safetensors"))
     (options.out / f"log-rank{rank}.json").write_text(json.dumps(trainer.state.log_history, default=str))
+    trainer.accelerator.end_training()  # destroy the process group before exit, or a rank may abort at shutdown
 
 
 if __name__ == "__main__":
