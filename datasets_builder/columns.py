@@ -132,3 +132,29 @@ def build_split(
     table = pa.concat_tables(tables) if tables else schema.empty_table()
     info = datasets.DatasetInfo(features=features)
     return datasets.Dataset(InMemoryTable(table), info=info, split=datasets.NamedSplit(split), fingerprint=fingerprint)
+
+
+def build_splits(
+    blocks: Mapping[str, np.ndarray],
+    render: Callable[[np.ndarray], Mapping[str, pa.Array]],
+    features: datasets.Features,
+    task_name: str,
+    generator_version: str,
+    identity: Mapping[str, Any],
+    progress: bool = False,
+) -> datasets.DatasetDict:
+    """One :func:`build_split` per entry of ``blocks`` (split name -> rows, in the order the splits should have),
+    each fingerprinted from the task, its generator version, ``identity`` (what decides the rows) and the split."""
+    return datasets.DatasetDict(
+        {
+            split: build_split(
+                rows,
+                render,
+                features,
+                split,
+                split_fingerprint(task_name, generator_version, identity, split),
+                progress,
+            )
+            for split, rows in blocks.items()
+        }
+    )

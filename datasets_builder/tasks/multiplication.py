@@ -19,7 +19,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
-from datasets_builder.columns import build_split, split_fingerprint, steps_column, text_column
+from datasets_builder.columns import build_splits, steps_column, text_column
 from datasets_builder.sampling import RowSpace, draw_distinct
 from hf_icot.cot import example_features
 
@@ -163,19 +163,16 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
     space = operand_space(params.a_digits, params.b_digits)
     rng = np.random.default_rng([params.seed, 0])
     blocks = draw_distinct(space, list(sizes.values()), rng, what="operand pairs")
-    feats = features()
-    out = {}
-    for split in ("train", "validation", "test"):
-        rows = blocks[SPLITS.index(split)]
-        out[split] = build_split(
-            rows,
-            lambda chunk: render_rows(chunk, params.a_digits, params.b_digits),
-            feats,
-            split,
-            split_fingerprint(TASK_NAME, GENERATOR_VERSION, asdict(params), split),
-            progress,
-        )
-    return datasets.DatasetDict(out)
+    ordered = {split: blocks[SPLITS.index(split)] for split in ("train", "validation", "test")}
+    return build_splits(
+        ordered,
+        lambda chunk: render_rows(chunk, params.a_digits, params.b_digits),
+        features(),
+        TASK_NAME,
+        GENERATOR_VERSION,
+        asdict(params),
+        progress,
+    )
 
 
 def card_details(params: Params) -> dict[str, str]:

@@ -15,7 +15,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
-from datasets_builder.columns import build_split, levels_column, split_fingerprint, steps_column, text_column
+from datasets_builder.columns import build_splits, levels_column, steps_column, text_column
 from datasets_builder.sampling import RowSpace, draw_distinct
 from hf_icot.cot import example_features
 
@@ -127,18 +127,17 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
     sizes = params.split_sizes()
     rng = np.random.default_rng([params.seed, 0])
     blocks = draw_distinct(RowSpace.uniform(params.n_bits, 2), list(sizes.values()), rng, what="inputs")
-    support, levels, feats = secret_support(params), cot_levels(params), features()
-    out = {}
-    for split in ("train", "validation", "test"):
-        out[split] = build_split(
-            blocks[SPLITS.index(split)],
-            lambda chunk: render_rows(chunk, support, params.cot_layout, levels),
-            feats,
-            split,
-            split_fingerprint(TASK_NAME, GENERATOR_VERSION, asdict(params), split),
-            progress,
-        )
-    return datasets.DatasetDict(out)
+    support, levels = secret_support(params), cot_levels(params)
+    ordered = {split: blocks[SPLITS.index(split)] for split in ("train", "validation", "test")}
+    return build_splits(
+        ordered,
+        lambda chunk: render_rows(chunk, support, params.cot_layout, levels),
+        features(),
+        TASK_NAME,
+        GENERATOR_VERSION,
+        asdict(params),
+        progress,
+    )
 
 
 def card_details(params: Params) -> dict[str, str]:

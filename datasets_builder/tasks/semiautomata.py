@@ -30,7 +30,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 
-from datasets_builder.columns import build_split, split_fingerprint, steps_column, text_column
+from datasets_builder.columns import build_splits, steps_column, text_column
 from datasets_builder.sampling import RowSpace, draw_distinct
 from hf_icot.cot import example_features
 
@@ -318,11 +318,9 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
     feats = features()
     # The table file's content, not just its path, decides the rows.
     identity = {**asdict(params), "machine": [machine.states, machine.inputs, machine.start, machine.delta.tolist()]}
-    out = {}
-    for split, rows in blocks.items():
-        fingerprint = split_fingerprint(TASK_NAME, GENERATOR_VERSION, identity, split)
-        out[split] = build_split(rows, lambda chunk: render_rows(chunk, machine), feats, split, fingerprint, progress)
-    return datasets.DatasetDict(out)
+    return build_splits(
+        blocks, lambda chunk: render_rows(chunk, machine), feats, TASK_NAME, GENERATOR_VERSION, identity, progress
+    )
 
 
 def card_details(params: Params) -> dict[str, str]:
