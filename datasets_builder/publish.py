@@ -35,6 +35,7 @@ from tqdm import tqdm
 import model_cards
 from datasets_builder import registry
 from hf_icot.cot import example_features
+from hf_icot.hub import PushError, upload_in_one_commit
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "icot_config.json"
@@ -43,10 +44,6 @@ MAX_SHARD_BYTES = 500 * 2**20
 #: Rows per Parquet row group: small enough for the Hub's dataset viewer to page through text rows.
 ROW_GROUP_ROWS = 10_000
 _SCHEMA_COLUMNS = ("question", "cot", "answer")
-
-
-class PushError(RuntimeError):
-    """A push to the Hub failed; the message is one sentence and never contains the token."""
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -377,12 +374,7 @@ def push(
     api = HfApi(token=token)
     message = commit_message or f"Upload hf_icot dataset configs: {', '.join(records)}"
     try:
-        api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
-        if revision is not None:
-            api.create_branch(repo_id, branch=revision, repo_type="dataset", exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=repo_id, folder_path=folder, repo_type="dataset", revision=revision, commit_message=message
-        )
+        commit = upload_in_one_commit(api, folder, repo_id, "dataset", private, revision, message)
     except Exception as error:  # every failure becomes one sentence; the cause stays chained for debugging
         raise PushError(_explain_push_error(error, repo_id, api.endpoint)) from error
     return commit.commit_url

@@ -25,7 +25,33 @@ PUSH_IGNORE = ["checkpoint-*", "stage-*", "runs/*", ".*", "*.lock"]
 
 
 class PushError(RuntimeError):
-    """An upload that did not happen; the message is one sentence saying why and how to retry."""
+    """An upload that did not happen; the message is one sentence saying why and how to retry, never the token."""
+
+
+def upload_in_one_commit(
+    api: Any,
+    folder: str | os.PathLike,
+    repo_id: str,
+    repo_type: str,
+    private: bool,
+    revision: str | None,
+    commit_message: str,
+    ignore_patterns: list[str] | None = None,
+) -> Any:
+    """Create ``repo_id`` if missing (``private`` applies only then) and the branch ``revision`` if given, then upload
+    ``folder`` in one commit with ``api`` (a ``huggingface_hub.HfApi``); returns the commit info. Hub errors are
+    raised as they are, for the caller to explain."""
+    api.create_repo(repo_id, repo_type=repo_type, private=private, exist_ok=True)
+    if revision:
+        api.create_branch(repo_id, branch=revision, repo_type=repo_type, exist_ok=True)
+    return api.upload_folder(
+        repo_id=repo_id,
+        folder_path=folder,
+        repo_type=repo_type,
+        revision=revision,
+        ignore_patterns=ignore_patterns,
+        commit_message=commit_message,
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -210,16 +236,15 @@ def push_output_dir(
         )
     api = HfApi(endpoint=endpoint, token=token)
     try:
-        api.create_repo(repo_id, repo_type="model", private=private, exist_ok=True)
-        if revision:
-            api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)
-        commit = api.upload_folder(
-            repo_id=repo_id,
-            folder_path=output_dir,
-            repo_type="model",
-            revision=revision,
+        commit = upload_in_one_commit(
+            api,
+            output_dir,
+            repo_id,
+            "model",
+            private,
+            revision,
+            "Upload ICoT model trained with hf_icot",
             ignore_patterns=PUSH_IGNORE + ["*.bin", "*.pt", "*.pth", "*.pkl"],
-            commit_message="Upload ICoT model trained with hf_icot",
         )
     except Exception as error:  # any failure of the two Hub calls is reported the same way: nothing local changed
         raise PushError(
