@@ -19,6 +19,7 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -383,6 +384,22 @@ class ICoTTrainer(Trainer):
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))
         return output
+
+    def end_processes(self) -> None:
+        """Wait for every process, then tear the process group down while the interpreter is fully alive.
+
+        Call it once, last, in a multi-process script (a no-op on one process). ``Accelerator.end_training`` alone is
+        not enough: the DDP wrapper still holds the gloo process group, and when the group is only freed during
+        interpreter shutdown its C++ threads can abort the process (SIGABRT, "terminate called without an active
+        exception") after all the work is done. The model itself (``self.model``) stays usable.
+        """
+        if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return
+        self.accelerator.wait_for_everyone()
+        self.model_wrapped = self.model
+        self.accelerator.free_memory()  # drops the accelerator's references to the DDP wrapper
+        gc.collect()
+        self.accelerator.end_training()
 
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         super()._save(output_dir, state_dict)

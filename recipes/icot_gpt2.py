@@ -402,9 +402,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
                 token=training_args.hub_token,
             )
             logger.info("pushed %s to %s", output_dir, url)
-    trainer.accelerator.wait_for_everyone()
-    # Tear the process group down here: left to interpreter shutdown, gloo's threads can abort a rank (SIGABRT).
-    trainer.accelerator.end_training()
+    trainer.end_processes()  # left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT)
     return metrics
 
 

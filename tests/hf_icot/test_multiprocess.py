@@ -33,3 +33,7 @@ def test_two_process_accelerate_launch_advances_the_schedule_identically(tmp_pat
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
     history = json.loads((tmp_path / "log-rank0.json").read_text())
     assert any("cot/stage" in entry and "loss" in entry for entry in history)
+    # The DDP wrapper (which holds the gloo group) is gone before interpreter shutdown, where it could abort a rank.
+    assert [json.loads((tmp_path / f"teardown-rank{rank}.json").read_text()) for rank in (0, 1)] == [
+        {"wrapper": None}
+    ] * 2

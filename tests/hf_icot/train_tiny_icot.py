@@ -6,7 +6,9 @@
 Everything (data, tokenizer, initial weights) is rebuilt from fixed seeds, so separate runs are comparable. Each
 process appends one JSON line per optimizer step to ``OUT/schedule-rank<r>.jsonl`` (the step, stage, scheduled
 count, optimizer resets and the truncation of a few fixed example ids) and, at the end, writes the
-final weights to ``OUT/final-rank<r>.safetensors`` and its log history to ``OUT/log-rank<r>.json``. ``--kill_at_step K`` SIGKILLs the process when step K begins.
+final weights to ``OUT/final-rank<r>.safetensors``, its log history to ``OUT/log-rank<r>.json`` and whether the
+process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/teardown-rank<r>.json``.
+``--kill_at_step K`` SIGKILLs the process when step K begins.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import sys
+import weakref
 from pathlib import Path
 
 import torch
@@ -95,10 +98,13 @@ def main() -> None:
     rank = trainer.args.process_index
     trainer.add_callback(ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step))
     trainer.train(resume_from_checkpoint=options.resume)
+    wrapped = weakref.ref(trainer.model_wrapped)
     weights = {name: p.detach().clone().contiguous() for name, p in trainer.model.named_parameters()}
     save_file(weights, str(options.out / f"final-rank{rank}.safetensors"))
     (options.out / f"log-rank{rank}.json").write_text(json.dumps(trainer.state.log_history, default=str))
-    trainer.accelerator.end_training()  # destroy the process group before exit, or a rank may abort at shutdown
+    trainer.end_processes()
+    teardown = {"wrapper": type(wrapped()).__name__ if wrapped() is not None else None}
+    (options.out / f"teardown-rank{rank}.json").write_text(json.dumps(teardown))
 
 
 if __name__ == "__main__":
