@@ -39,7 +39,10 @@ class ICoTConfig(TrainingArguments):
     )
     remove_all_when_remove_beyond: float = field(
         default=math.inf,
-        metadata={"help": "stepwise: once this many tokens are scheduled, remove the whole CoT (inf: never)."},
+        metadata={
+            "help": "stepwise: once this many tokens are scheduled, remove the whole CoT (inf: only once the count "
+            "reaches the longest CoT of the training data, where the curriculum ends in any case)."
+        },
     )
     pretrain_epochs: int = field(default=0, metadata={"help": "stepwise: epochs with the full CoT before removal."})
     removal_side: str = field(

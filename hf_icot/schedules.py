@@ -82,8 +82,11 @@ class Schedule:
     seed: int = 0
     steps_per_epoch: int | None = None
 
-    def bind(self, steps_per_epoch: int | None, max_cot_level: int | None = None) -> None:
-        """Bind what is only known when training starts (``max_cot_level``: the deepest ``cot_level`` of the data)."""
+    def bind(
+        self, steps_per_epoch: int | None, max_cot_level: int | None = None, max_cot_tokens: int | None = None
+    ) -> None:
+        """Bind what is only known when training starts: ``max_cot_level`` is the deepest ``cot_level`` of the
+        training data, ``max_cot_tokens`` its longest CoT in tokens."""
         if steps_per_epoch is not None and steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch {steps_per_epoch} is not allowed; it must be >= 1.")
         self.steps_per_epoch = steps_per_epoch
@@ -203,6 +206,11 @@ class Stepwise(Schedule):
     ``scheduled + offset`` tokens, the offset drawn from :func:`smoothing_offset_probabilities`
     (``removal_smoothing_lambda = inf``: no offset). Counts beyond an example's CoT remove all of it.
 
+    ``max_cot_tokens`` (bound from the training data; None: unknown) ends the curriculum where the data ends: once the
+    scheduled count reaches the longest CoT, every CoT is gone whatever the offsets, so from there the schedule reports
+    "all" (``removed_count`` inf), stays in its last stage and asks for no more optimizer resets. What each example
+    sees is the same as without it.
+
     One difference from the reference script: it kept incrementing during pretraining when ``P = 0``; here
     pretraining always keeps ``remove_start_from``.
     """
@@ -216,6 +224,7 @@ class Stepwise(Schedule):
     side: str = "left"
     fill: str = "drop"
     reset_optimizer: bool = False
+    max_cot_tokens: int | None = None
     _cdf: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -235,9 +244,26 @@ class Stepwise(Schedule):
             )
         if self.pretrain_epochs < 0:
             raise ValueError(f"pretrain_epochs {self.pretrain_epochs} is not allowed; it must be >= 0.")
+        if self.max_cot_tokens is not None and self.max_cot_tokens < 0:
+            raise ValueError(f"max_cot_tokens {self.max_cot_tokens} is not allowed; it must be >= 0 (or None).")
         _check_choice("removal side", self.side, ("left", "right"))
         _check_choice("fill", self.fill, FILLS)
         self._cdf = np.cumsum(smoothing_offset_probabilities(self.removal_smoothing_lambda))
+
+    def bind(
+        self, steps_per_epoch: int | None, max_cot_level: int | None = None, max_cot_tokens: int | None = None
+    ) -> None:
+        super().bind(steps_per_epoch)
+        if max_cot_tokens is not None:
+            if max_cot_tokens < 0:
+                raise ValueError(f"max_cot_tokens {max_cot_tokens} is not allowed; it must be >= 0.")
+            self.max_cot_tokens = int(max_cot_tokens)
+
+    @property
+    def _all_removed_from(self) -> float:
+        """The scheduled count from which the whole CoT goes: the threshold, or the longest CoT if that is lower."""
+        longest = math.inf if self.max_cot_tokens is None else max(self.max_cot_tokens, self.remove_start_from)
+        return min(self.remove_all_when_remove_beyond, longest)
 
     @property
     def steps_per_removed_token(self) -> int:
@@ -255,21 +281,21 @@ class Stepwise(Schedule):
         return self.remove_start_from + ((step - first) // period if period > 0 else step - first + 1)
 
     def removes_all(self, step: int) -> bool:
-        return self.scheduled(step) >= self.remove_all_when_remove_beyond
+        return self.scheduled(step) >= self._all_removed_from
 
     def removed_count(self, step: int) -> float:
         return math.inf if self.removes_all(step) else float(self.scheduled(step))
 
     def stage(self, step: int) -> int:
         if self.removes_all(step):
-            return max(math.ceil(self.remove_all_when_remove_beyond), self.remove_start_from) - self.remove_start_from
+            return max(math.ceil(self._all_removed_from), self.remove_start_from) - self.remove_start_from
         return self.scheduled(step) - self.remove_start_from
 
     def resets_optimizer_at(self, step: int) -> bool:
         if not self.reset_optimizer:
             return False
         previous = self.scheduled(step - 1) if step > 0 else self.remove_start_from
-        return self.scheduled(step) > previous and previous < self.remove_all_when_remove_beyond
+        return self.scheduled(step) > previous and previous < self._all_removed_from
 
     def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
         if self.removes_all(step):
@@ -366,7 +392,9 @@ class LogICoT(Schedule):
         if self.num_levels is not None and self.num_levels < 1:
             raise ValueError(f"num_levels {self.num_levels} is not allowed; it must be >= 1.")
 
-    def bind(self, steps_per_epoch: int | None, max_cot_level: int | None = None) -> None:
+    def bind(
+        self, steps_per_epoch: int | None, max_cot_level: int | None = None, max_cot_tokens: int | None = None
+    ) -> None:
         super().bind(steps_per_epoch)
         if self.num_levels is None and max_cot_level is not None:
             self.num_levels = max(1, int(max_cot_level))

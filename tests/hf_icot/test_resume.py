@@ -28,12 +28,13 @@ def schedule_log(out: Path) -> dict[int, dict]:
 
 def test_resume_after_sigkill_equals_the_uninterrupted_run(tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    # Stepwise with smoothing and optimizer resets, 7 steps per epoch, checkpoints every 4 steps; killed as step 18
-    # begins, so the last checkpoint (16) is mid-epoch, and step 16 is a reset the curriculum state says to skip.
-    runs = [launch(whole), launch(killed, "--kill_at_step", "18")]
+    # Stepwise with smoothing and optimizer resets, 7 steps per epoch, checkpoints every 4 steps; killed as step 10
+    # begins, so the last checkpoint (8) is mid-epoch, and step 8 is a reset the curriculum state says to skip
+    # (smoothing had already removed the whole CoT of every example of step 7).
+    runs = [launch(whole), launch(killed, "--kill_at_step", "10")]
     assert [run.wait(timeout=300) for run in runs] == [0, -signal.SIGKILL]
-    checkpoint = killed / "run" / "checkpoint-16"
-    assert sorted(p.name for p in (killed / "run").iterdir()) == [f"checkpoint-{s}" for s in (12, 16, 4, 8)]
+    checkpoint = killed / "run" / "checkpoint-8"
+    assert sorted(p.name for p in (killed / "run").iterdir()) == [f"checkpoint-{s}" for s in (4, 8)]
     state = json.loads((checkpoint / "trainer_state.json").read_text())["stateful_callbacks"]["ICoTStateCallback"]
     assert state["attributes"]["previous_step_without_cot"] is True
     assert state["attributes"]["schedule"]["name"] == "stepwise"
@@ -47,7 +48,8 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(tmp_path):
     initial = load_file(next((whole / "init-rank0").glob("*.safetensors")))
     assert not torch.allclose(initial["transformer.h.0.mlp.c_fc.weight"], got["transformer.h.0.mlp.c_fc.weight"])
     assert schedule_log(killed) == schedule_log(whole)  # same stages, counts, resets and per-example draws
-    assert schedule_log(whole)[23]["resets"] == 6  # increments at even steps; those after the CoT is gone are skipped
+    # Increments at steps 2, 4, …, 12 (the 6-token CoT is gone from 12 on); the one at step 8 is skipped.
+    assert [schedule_log(whole)[step]["resets"] for step in (7, 8, 9, 10, 23)] == [3, 3, 3, 4, 5]
 
     # The checkpoint records its curriculum: resuming it with another one is refused.
     other = build_trainer(tmp_path / "other", remove_per_epoch=2)

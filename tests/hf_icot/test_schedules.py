@@ -101,6 +101,29 @@ def test_stepwise_optimizer_resets_at_each_increment_until_all_removed():
     assert not any(quiet.resets_optimizer_at(s) for s in range(40))
 
 
+@pytest.mark.parametrize("side, fill, lam", [("left", "keep_position", math.inf), ("right", "pad", 0.5)])
+def test_stepwise_bound_to_the_longest_cot_ends_there_and_truncates_the_same(side, fill, lam):
+    bound = Stepwise(remove_per_epoch=1, side=side, fill=fill, removal_smoothing_lambda=lam, reset_optimizer=True)
+    bound.bind(4, max_cot_tokens=10)  # P = 4: the count reaches the 10 tokens of TEN_TOKENS at step 40
+    free = Stepwise(remove_per_epoch=1, side=side, fill=fill, removal_smoothing_lambda=lam, reset_optimizer=True)
+    free.bind(4)
+    assert [bound.removed_count(s) for s in (36, 39, 40, 200)] == [9, 9, math.inf, math.inf]
+    assert [bound.stage(s) for s in (36, 40, 41, 200)] == [9, 10, 10, 10]
+    assert [s for s in range(200) if bound.resets_optimizer_at(s)] == list(range(4, 41, 4))
+    assert free.stage(200) == 50 and free.resets_optimizer_at(44)
+    assert bound.describe_stage(40) == "all CoT tokens"
+    assert bound.describe(200)[-1] == {"index": 10, "start_step": 40, "end_step": 200, "removes": "all CoT tokens"}
+    # What the examples see does not change: every count from the longest CoT on already removed all of it.
+    shorter = {"question": "q", "cot": ["1 2", "3"], "answer": "a"}
+    for step in range(0, 200, 7):
+        for example in (TEN_TOKENS, shorter):
+            for spec_bound, spec_free in zip(bound.specs(step, range(12)), free.specs(step, range(12))):
+                assert truncate(example, spec_bound) == truncate(example, spec_free)
+    assert Stepwise(**{k: v for k, v in bound.to_dict().items() if k != "name"}).max_cot_tokens == 10
+    with pytest.raises(ValueError, match=r"max_cot_tokens -1 is not allowed; it must be >= 0"):
+        bound.bind(4, max_cot_tokens=-1)
+
+
 def test_removal_smoothing_offsets_follow_the_truncated_geometric_law():
     lam = 0.7
     schedule = Stepwise(remove_per_epoch=1, removal_smoothing_lambda=lam, seed=3)

@@ -98,7 +98,7 @@ def test_optimizer_reset_clears_adam_state_unless_the_previous_step_had_no_cot(t
     probe = AdamProbe()
     trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer, callbacks=[probe])
     trainer.train()
-    # Increments at steps 3, 6, 9, 12, 15; at 15 the previous step (4 tokens removed) had no CoT left: no reset.
+    # Increments at steps 3, 6, 9, 12, 15; from 12 on, 4 tokens go: the longest CoT, so the schedule asks no more.
     assert trainer.optimizer_resets == 4
     for step in (3, 6, 9, 12):
         assert probe.sizes[step] == 0 and probe.moments[step] == 0.0
@@ -106,6 +106,28 @@ def test_optimizer_reset_clears_adam_state_unless_the_previous_step_had_no_cot(t
     assert probe.sizes[15] > 0 and probe.moments[15] > 0
     inner = getattr(trainer.optimizer, "optimizer", trainer.optimizer)
     assert {int(state["step"]) for state in inner.state.values()} == {17 - 12}  # steps since the last reset
+
+
+def test_optimizer_reset_is_skipped_when_smoothing_left_the_previous_batch_without_cot(tmp_path):
+    train, _ = counting_examples(length=4, n_test=4)  # 12 examples: 3 steps of 4 per epoch, CoTs of 4 tokens
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(
+        tmp_path,
+        schedule="stepwise",
+        remove_per_epoch=1,
+        removal_smoothing_lambda=0.1,  # large offsets: some batches lose their whole CoT before the schedule does
+        reset_optimizer=True,
+        max_steps=12,
+        logging_steps=1,
+    )
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    trainer.train()
+    kept = {entry["step"] - 1: entry["cot/kept_tokens_mean"] for entry in trainer.state.log_history if "loss" in entry}
+    increments = [3, 6, 9]  # the schedule asks for a reset at each (the count stays below the 4-token CoT)
+    expected = [step for step in increments if kept[step - 1] > 0]
+    assert 0 < len(expected) < len(increments)  # the seed gives both cases
+    assert trainer.optimizer_resets == len(expected)
 
 
 class Diverge(TrainerCallback):

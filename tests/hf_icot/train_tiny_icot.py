@@ -68,7 +68,7 @@ def build_trainer(out: Path, max_steps: int = 24, save_steps: int = 4, remove_pe
         output_dir=str(out / "run"),
         schedule="stepwise",
         remove_per_epoch=remove_per_epoch,
-        removal_smoothing_lambda=1.0,
+        removal_smoothing_lambda=0.2,
         reset_optimizer=True,
         max_steps=max_steps,
         per_device_train_batch_size=8,

@@ -118,7 +118,11 @@ def test_card_model_index_holds_the_measured_numbers(full_run: dict) -> None:
     record = json.loads((full_run["data"] / "mult_2x2" / "icot_config.json").read_text())
     assert record["fingerprint"] in card.text
     assert "![Training loss with the curriculum's stage boundaries](training_curves.png)" in card.text
-    assert "| index | start_step | end_step | removes |" in card.text and "all CoT tokens" not in card.text
+    # 12 steps, one more token every step from the first: the stages end with the one where the longest CoT is gone.
+    table = card.text.split("| index | start_step | end_step | removes |", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.strip().splitlines()[1:]]
+    assert rows[-1][2:] == ["12", "all CoT tokens"]
+    assert not any("all CoT tokens" in row[3] for row in rows[:-1])
     assert "From Explicit CoT to Implicit CoT: Learning to Internalize CoT Step by Step" in card.text
     assert "examples/s" in card.text and f"{metrics['test/implicit/examples_per_s']:.1f}" in card.text
 
