@@ -60,6 +60,12 @@ def _check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
         raise ValueError(f"{what} {value!r} is not allowed; choose one of {', '.join(allowed)}.")
 
 
+def _check_length(what: str, value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{what} {value} is not allowed; it must be >= 0.")
+    return int(value)
+
+
 def _stage_steps(stage_length: float, stage_unit: str, steps_per_epoch: int | None) -> int:
     if stage_unit == "steps":
         return int(stage_length)
@@ -83,10 +89,14 @@ class Schedule:
     steps_per_epoch: int | None = None
 
     def bind(
-        self, steps_per_epoch: int | None, max_cot_level: int | None = None, max_cot_tokens: int | None = None
+        self,
+        steps_per_epoch: int | None,
+        max_cot_level: int | None = None,
+        max_cot_tokens: int | None = None,
+        max_cot_steps: int | None = None,
     ) -> None:
         """Bind what is only known when training starts: ``max_cot_level`` is the deepest ``cot_level`` of the
-        training data, ``max_cot_tokens`` its longest CoT in tokens."""
+        training data, ``max_cot_tokens`` / ``max_cot_steps`` its longest CoT in tokens / steps."""
         if steps_per_epoch is not None and steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch {steps_per_epoch} is not allowed; it must be >= 1.")
         self.steps_per_epoch = steps_per_epoch
@@ -244,20 +254,22 @@ class Stepwise(Schedule):
             )
         if self.pretrain_epochs < 0:
             raise ValueError(f"pretrain_epochs {self.pretrain_epochs} is not allowed; it must be >= 0.")
-        if self.max_cot_tokens is not None and self.max_cot_tokens < 0:
-            raise ValueError(f"max_cot_tokens {self.max_cot_tokens} is not allowed; it must be >= 0 (or None).")
+        if self.max_cot_tokens is not None:
+            _check_length("max_cot_tokens", self.max_cot_tokens)
         _check_choice("removal side", self.side, ("left", "right"))
         _check_choice("fill", self.fill, FILLS)
         self._cdf = np.cumsum(smoothing_offset_probabilities(self.removal_smoothing_lambda))
 
     def bind(
-        self, steps_per_epoch: int | None, max_cot_level: int | None = None, max_cot_tokens: int | None = None
+        self,
+        steps_per_epoch: int | None,
+        max_cot_level: int | None = None,
+        max_cot_tokens: int | None = None,
+        max_cot_steps: int | None = None,
     ) -> None:
         super().bind(steps_per_epoch)
         if max_cot_tokens is not None:
-            if max_cot_tokens < 0:
-                raise ValueError(f"max_cot_tokens {max_cot_tokens} is not allowed; it must be >= 0.")
-            self.max_cot_tokens = int(max_cot_tokens)
+            self.max_cot_tokens = _check_length("max_cot_tokens", max_cot_tokens)
 
     @property
     def _all_removed_from(self) -> float:
@@ -323,7 +335,8 @@ class Staged(Schedule):
     ``left``/``right``: stage i removes the first/last ``i * steps_per_stage`` steps. ``inductive``: stage i keeps every
     ``(1 + i * steps_per_stage)``-th step (stride curriculum). With ``num_stages``, the last stage lasts to the end of
     training, or, with ``final_remove_all``, is followed by one stage removing the whole CoT. Without it stages go on,
-    saturating at "all".
+    saturating at "all". ``max_cot_steps`` (bound from the training data; None: unknown) ends the stages where the data
+    ends: the first stage that leaves no step of the longest CoT removes "all" and lasts to the end of training.
     """
 
     name: ClassVar[str] = "staged"
@@ -334,8 +347,11 @@ class Staged(Schedule):
     fill: str = "drop"
     num_stages: int | None = None
     final_remove_all: bool = False
+    max_cot_steps: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_cot_steps is not None:
+            _check_length("max_cot_steps", self.max_cot_steps)
         _check_choice("staged direction", self.direction, ("left", "right", "inductive"))
         _check_choice("stage_unit", self.stage_unit, ("epochs", "steps"))
         _check_choice("fill", self.fill, FILLS)
@@ -348,14 +364,31 @@ class Staged(Schedule):
         if self.final_remove_all and self.num_stages is None:
             raise ValueError("final_remove_all needs num_stages, the number of stages before the final one.")
 
+    def bind(
+        self,
+        steps_per_epoch: int | None,
+        max_cot_level: int | None = None,
+        max_cot_tokens: int | None = None,
+        max_cot_steps: int | None = None,
+    ) -> None:
+        super().bind(steps_per_epoch)
+        if max_cot_steps is not None:
+            self.max_cot_steps = _check_length("max_cot_steps", max_cot_steps)
+
+    def _empties_longest_cot(self, index: int) -> bool:
+        # left/right k >= n and a stride s > n (1 + index * steps_per_stage) both leave no step of an n-step CoT
+        return self.max_cot_steps is not None and index * self.steps_per_stage >= self.max_cot_steps
+
     def stage(self, step: int) -> int:
         index = step // _stage_steps(self.stage_length, self.stage_unit, self.steps_per_epoch)
         if self.num_stages is not None:
             index = min(index, self.num_stages if self.final_remove_all else self.num_stages - 1)
+        if self.max_cot_steps is not None:
+            index = min(index, -(-self.max_cot_steps // self.steps_per_stage))
         return index
 
     def _stage_spec(self, index: int) -> TruncationSpec:
-        if self.final_remove_all and index == self.num_stages:
+        if (self.final_remove_all and index == self.num_stages) or self._empties_longest_cot(index):
             return _spec("step", "all", 0, self.fill)
         if self.direction == "inductive":
             return _spec("step", "stride", 1 + index * self.steps_per_stage, self.fill)
@@ -393,7 +426,11 @@ class LogICoT(Schedule):
             raise ValueError(f"num_levels {self.num_levels} is not allowed; it must be >= 1.")
 
     def bind(
-        self, steps_per_epoch: int | None, max_cot_level: int | None = None, max_cot_tokens: int | None = None
+        self,
+        steps_per_epoch: int | None,
+        max_cot_level: int | None = None,
+        max_cot_tokens: int | None = None,
+        max_cot_steps: int | None = None,
     ) -> None:
         super().bind(steps_per_epoch)
         if self.num_levels is None and max_cot_level is not None:

@@ -145,11 +145,13 @@ class ICoTTrainer(Trainer):
                 eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, hint)[0]
         if train_dataset is not None:
             data_collator.require_tokens(self._inserted_tokens(train_dataset))
-        self._max_cot_level = self._max_cot_tokens = None
+        # The extent of the training data's CoTs: schedules end their curriculum where the longest CoT is gone.
+        self._max_cot_level = self._max_cot_tokens = self._max_cot_steps = None
         if train_dataset is not None and "cot_level" in train_dataset.column_names:
             self._max_cot_level = max((max(levels, default=0) for levels in train_dataset["cot_level"]), default=0)
         if train_dataset is not None and len(train_dataset):
             self._max_cot_tokens = max(train_dataset["n_cot_tokens"])
+            self._max_cot_steps = max(train_dataset["n_cot_steps"])
 
         self._previous_step_without_cot = False
         self._optimizer_resets = 0
@@ -190,7 +192,7 @@ class ICoTTrainer(Trainer):
         if has_length(dataloader):
             accumulation = self.args.gradient_accumulation_steps
             steps_per_epoch = max(1, len(dataloader) // accumulation + int(len(dataloader) % accumulation > 0))
-        self.schedule.bind(steps_per_epoch, self._max_cot_level, self._max_cot_tokens)
+        self.schedule.bind(steps_per_epoch, self._max_cot_level, self._max_cot_tokens, self._max_cot_steps)
 
     def set_initial_training_values(self, args, dataloader):
         values = super().set_initial_training_values(args, dataloader)

@@ -174,6 +174,23 @@ def test_staged_left_right_and_inductive_remove_whole_steps():
     assert truncate(example, inductive.spec(2)).tokens == ("s3", "s6")
 
 
+@pytest.mark.parametrize("direction, fill", [("left", "drop"), ("right", "pad"), ("inductive", "keep_position")])
+def test_staged_bound_to_the_longest_cot_ends_there_and_truncates_the_same(direction, fill):
+    six, four = ["s1", "s2", "s3", "s4", "s5", "s6"], ["s1", "s2", "s3", "s4"]
+    bound = Staged(direction=direction, steps_per_stage=2, stage_length=3, stage_unit="steps", fill=fill)
+    bound.bind(None, max_cot_steps=6)  # stage 3 removes 6 steps (stride 7 for inductive): nothing of 6 steps is left
+    free = Staged(direction=direction, steps_per_stage=2, stage_length=3, stage_unit="steps", fill=fill)
+    assert [bound.stage(s) for s in (0, 8, 9, 12, 300)] == [0, 2, 3, 3, 3]
+    assert free.stage(300) == 100
+    assert (bound.removed_count(8), bound.removed_count(9)) == (4, math.inf) and bound.spec(300).which == "all"
+    assert bound.describe(30)[-1] == {"index": 3, "start_step": 9, "end_step": 30, "removes": str(bound.spec(9))}
+    for step in range(0, 60, 4):
+        for cot in (six, four):
+            example = {"question": "q", "cot": cot, "answer": "a"}
+            assert truncate(example, bound.spec(step)) == truncate(example, free.spec(step)), (step, cot)
+    assert Staged(**{k: v for k, v in bound.to_dict().items() if k != "name"}).max_cot_steps == 6
+
+
 def test_log_icot_pads_tree_levels_stage_by_stage():
     k = 8  # a k-parity tree: 4 + 2 + 1 intermediate values on levels 1, 2, 3
     example = {

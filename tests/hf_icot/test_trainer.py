@@ -61,6 +61,7 @@ def test_stepwise_curriculum_reaches_zero_cot_and_answers_implicitly(tmp_path):
     assert train_logs[0]["cot/kept_tokens_mean"] == 8.0
     assert train_logs[-1]["cot/kept_tokens_mean"] == 0.0 and train_logs[-1]["cot/removed_tokens"] == math.inf
     assert trainer.optimizer_resets == 8
+    assert trainer.schedule.max_cot_tokens == 8  # bound from the data
 
     # Every stage was evaluated and saved; the last one answers without any CoT.
     assert sorted(trainer.stage_metrics) == list(range(9))
@@ -168,6 +169,7 @@ def test_bpe_tokenizer_with_keep_position_stages_and_eval_loss(tmp_path):
     trainer.train()
     assert [entry["cot/stage"] for entry in trainer.state.log_history if "loss" in entry] == [0, 1, 2]
     assert sorted(trainer.stage_metrics) == [0, 1, 2]
+    assert trainer.schedule.max_cot_steps == 4  # bound from the data: stage 4 would remove all 4 steps
     assert math.isfinite(trainer.evaluate()["eval_loss"])
     assert not torch.equal(before, trainer.model.transformer.h[0].mlp.c_fc.weight.detach())
 
