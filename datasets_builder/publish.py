@@ -9,14 +9,18 @@ Layout of an output folder ``DIR``::
 The card is rendered from every ``icot_config.json`` in ``DIR``, so building another config into ``DIR`` adds it to
 the card and leaves the other configs' files untouched. A build is staged in a temporary folder next to ``DIR`` (the
 untouched files hard-linked, not copied) and swapped into place only when complete: a failed or interrupted build
-leaves ``DIR`` as it was.
+leaves ``DIR`` as it was. Builds into one parent folder take turns (a lock on the parent), so the next build of
+``DIR`` can tell leftovers of a killed build from a running one: it removes them, and if the kill fell between the
+two renames of a swap (``DIR`` missing), it first puts the previous ``DIR`` back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import shlex
@@ -36,6 +40,8 @@ import model_cards
 from datasets_builder import registry
 from hf_icot.cot import example_features
 from hf_icot.hub import PushError, upload_in_one_commit
+
+logger = logging.getLogger(__name__)
 
 CARD_FILE = "README.md"
 CONFIG_FILE = "icot_config.json"
@@ -78,6 +84,64 @@ def build_config(
     if not registry.CONFIG_NAME_PATTERN.fullmatch(config):
         raise ValueError(f"config name {config!r} is not allowed; use letters, digits and underscores.")
     out_dir = Path(os.path.abspath(out_dir))  # "." must have a real name and parent for the staging folder
+    created = [folder for folder in out_dir.parents if not folder.exists()]  # deepest first
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _builds_take_turns(out_dir.parent):
+            _recover_interrupted_build(out_dir)
+            return _build_locked(out_dir, task, config, params, progress, license, max_shard_bytes, overwrite)
+    except BaseException:
+        for folder in created:
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
+
+
+@contextlib.contextmanager
+def _builds_take_turns(parent: Path):
+    """Hold an exclusive lock on the folder ``parent`` (``flock``; a no-op where the platform has none)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    handle = os.open(parent, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError as error:  # some network file systems refuse locks: build anyway, as before locking existed
+            logger.warning("could not lock %s (%s); do not run two builds into it at once", parent, error)
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _recover_interrupted_build(out_dir: Path) -> None:
+    """Clean up after a build of ``out_dir`` that was killed (no other build of it runs: the caller holds the lock)."""
+    building, replaced = f".{out_dir.name}.building-", f".{out_dir.name}.replaced-"
+    leftovers = sorted(entry for entry in out_dir.parent.iterdir() if entry.name.startswith((building, replaced)))
+    retired = [entry for entry in leftovers if entry.name.startswith(replaced)]
+    if retired and not out_dir.exists():  # killed between the two renames of a swap: restore the previous folder
+        restored = max(retired, key=lambda entry: entry.stat().st_mtime)
+        restored.rename(out_dir)
+        leftovers.remove(restored)
+        logger.warning("restored %s from %s, left by a build that was killed while swapping", out_dir, restored.name)
+    for entry in leftovers:
+        shutil.rmtree(entry, ignore_errors=True)
+        logger.warning("removed %s, left by a build of %s that was killed", entry, out_dir.name)
+
+
+def _build_locked(
+    out_dir: Path,
+    task: Any,
+    config: str,
+    params: Any,
+    progress: bool,
+    license: str | None,
+    max_shard_bytes: int,
+    overwrite: bool,
+) -> dict[str, Any]:
+    """The body of :func:`build_config`, run while this process alone builds into ``out_dir``'s parent."""
     _check_output_folder(out_dir)
     existing = read_configs(out_dir).get(config) if out_dir.is_dir() else None
     new_identity = {"task": task.TASK_NAME, "params": dataclasses.asdict(params)}
@@ -87,10 +151,8 @@ def build_config(
             f"--config_name to add this build under another name."
         )
     dataset = task.build(params, progress=progress)
-    features = _check_schema(dataset, task_name)
+    features = _check_schema(dataset, task.TASK_NAME)
 
-    created = [folder for folder in out_dir.parents if not folder.exists()]  # deepest first
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
     try:
         if out_dir.exists():
@@ -115,8 +177,6 @@ def build_config(
         _swap_into_place(staging, out_dir)
     except BaseException:  # KeyboardInterrupt too: a half-built staging folder must not outlive the build
         shutil.rmtree(staging, ignore_errors=True)
-        for folder in created:
-            folder.rmdir()
         raise
     return record
 

@@ -98,6 +98,44 @@ def test_failed_build_leaves_the_folder_as_it_was(built, monkeypatch, error):
     assert not (built.parent / "new").exists(), "folders made for the output are removed too"
 
 
+def test_next_build_cleans_up_after_a_killed_one(built):
+    before = snapshot(built)
+    # Killed while writing: a half-built staging folder is left beside DIR.
+    (built.parent / ".data.building-abc123").mkdir()
+    (built.parent / ".data.building-abc123" / "half.parquet").write_bytes(b"PAR1")
+    publish.build_config(built, "ambiguity", OTHER, progress=False)
+    assert sorted(p.name for p in built.parent.iterdir()) == ["data"]
+    assert {k: v for k, v in snapshot(built).items() if k.startswith(SMALL.config_name())} == {
+        k: v for k, v in before.items() if k.startswith(SMALL.config_name())
+    }
+    # Killed between the two renames of a swap: DIR is gone, the previous folder waits under its retired name.
+    complete = snapshot(built)
+    built.rename(built.parent / ".data.replaced-def456")
+    (built.parent / ".data.building-def456").mkdir()
+    publish.build_config(built, "ambiguity", OTHER, progress=False)  # the same config again: same bytes
+    assert sorted(p.name for p in built.parent.iterdir()) == ["data"]
+    assert snapshot(built) == complete
+
+
+def test_builds_into_one_folder_take_turns(built):
+    import fcntl
+    import os
+    import threading
+
+    holder = os.open(built.parent, os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as a build in another process would
+    done = []
+    builder = threading.Thread(
+        target=lambda: done.append(publish.build_config(built, "ambiguity", OTHER, progress=False))
+    )
+    builder.start()
+    builder.join(timeout=2.0)
+    assert builder.is_alive() and not done and not (built / OTHER.config_name()).exists()
+    os.close(holder)
+    builder.join(timeout=120)
+    assert done and (built / OTHER.config_name() / "icot_config.json").is_file()
+
+
 def test_folder_with_foreign_files_is_refused(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match=r"holds 'notes\.txt', which is not part of an hf_icot dataset; build into"):
