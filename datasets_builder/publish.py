@@ -39,7 +39,7 @@ from tqdm import tqdm
 import model_cards
 from datasets_builder import registry
 from hf_icot.cot import example_features
-from hf_icot.hub import PushError, upload_in_one_commit
+from hf_icot.hub import PushError, describe_push_failure, upload_in_one_commit
 
 logger = logging.getLogger(__name__)
 
@@ -436,36 +436,8 @@ def push(
     try:
         commit = upload_in_one_commit(api, folder, repo_id, "dataset", private, revision, message)
     except Exception as error:  # every failure becomes one sentence; the cause stays chained for debugging
-        raise PushError(_explain_push_error(error, repo_id, api.endpoint)) from error
+        raise PushError(
+            f"pushing {folder} to {repo_id} failed: {describe_push_failure(error, repo_id, api.endpoint)}; the local "
+            "folder is unchanged, so the push can be retried."
+        ) from error
     return commit.commit_url
-
-
-def _explain_push_error(error: BaseException, repo_id: str, endpoint: str) -> str:
-    """One sentence for a failed push, from the first HTTP or network error in the exception chain."""
-    import httpx2
-    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
-
-    chain, seen = [], error
-    while seen is not None and seen not in chain:
-        chain.append(seen)
-        seen = seen.__cause__ or seen.__context__
-    retry = "the local folder is unchanged, so the push can be retried"
-    for cause in chain:
-        if isinstance(cause, OfflineModeIsEnabled):
-            return "HF_HUB_OFFLINE is set, so nothing can be pushed; unset it to push."
-        if isinstance(cause, HfHubHTTPError) and cause.response is not None:
-            status = cause.response.status_code
-            if status == 401:
-                return (
-                    f"the Hub at {endpoint} rejected the credentials (HTTP 401) for {repo_id}; pass --token, set "
-                    "HF_TOKEN or run `hf auth login` with a token that can write there."
-                )
-            if status == 403:
-                return f"the token may not write to {repo_id} (HTTP 403); use a token with write access there."
-            detail = (cause.server_message or "").strip().splitlines()
-            detail_text = f" ({detail[0][:200]})" if detail else ""
-            return f"the Hub at {endpoint} answered HTTP {status} while pushing {repo_id}{detail_text}; {retry}."
-        if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
-            return f"could not reach the Hub at {endpoint} ({type(cause).__name__}); check the network or HF_ENDPOINT; {retry}."
-    first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return f"the push to {repo_id} failed: {first_line[:300]}; {retry}."

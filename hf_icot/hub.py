@@ -166,19 +166,36 @@ def check_pushable(output_dir: str | os.PathLike) -> str:
     return kind
 
 
-def _describe_failure(error: BaseException) -> str:
-    """A short reason for a failed Hub call, never containing the token."""
+def describe_push_failure(error: BaseException, repo_id: str, endpoint: str) -> str:
+    """Why an upload to ``repo_id`` failed, as a clause for a one-sentence message; never contains the token.
+
+    The reason comes from the first offline, HTTP or network error in the exception chain (the Hub client wraps
+    them), else from the first line of ``error``.
+    """
+    import httpx2
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-    if isinstance(error, OfflineModeIsEnabled):
-        return "HF_HUB_OFFLINE is set"
-    response = getattr(error, "response", None) if isinstance(error, HfHubHTTPError) else None
-    status = getattr(response, "status_code", None)
-    if status in (401, 403):
-        return f"the Hub refused the token (HTTP {status}); check it with `hf auth whoami`"
-    if status is not None:
-        return f"the Hub answered HTTP {status}"
-    return f"the Hub could not be reached ({type(error).__name__})"
+    chain, seen = [], error
+    while seen is not None and seen not in chain:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    for cause in chain:
+        if isinstance(cause, OfflineModeIsEnabled):
+            return "HF_HUB_OFFLINE is set (unset it to reach the Hub)"
+        response = cause.response if isinstance(cause, HfHubHTTPError) else None
+        if response is not None:
+            status = response.status_code
+            if status in (401, 403):
+                return (
+                    f"the Hub at {endpoint} refused the token (HTTP {status}); check with `hf auth whoami` that it "
+                    f"may write to {repo_id}"
+                )
+            detail = (cause.server_message or "").strip().splitlines()
+            return f"the Hub at {endpoint} answered HTTP {status}" + (f" ({detail[0][:200]})" if detail else "")
+        if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
+            unreachable = f"the Hub at {endpoint} could not be reached ({type(cause).__name__})"
+            return unreachable + "; check the network or HF_ENDPOINT"
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
 
 
 def push_command(
@@ -248,8 +265,8 @@ def push_output_dir(
         )
     except Exception as error:  # any failure of the two Hub calls is reported the same way: nothing local changed
         raise PushError(
-            f"pushing {output_dir} to {repo_id} failed: {_describe_failure(error)}; the folder is intact, "
-            f"so retry with `{retry}`."
+            f"pushing {output_dir} to {repo_id} failed: {describe_push_failure(error, repo_id, api.endpoint)}; "
+            f"the folder is intact, so retry with `{retry}`."
         ) from error
     return str(getattr(commit, "commit_url", commit))
 

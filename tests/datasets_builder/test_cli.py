@@ -128,7 +128,10 @@ def test_push_through_the_cli_never_prints_the_token(built_folder, loopback_hub,
         ["push", str(built_folder), "--repo", "tester/cli", "--token", "hf_wrong_secret"], capsys
     )
     assert code == 1
-    assert err.startswith("python -m datasets_builder push: error: the Hub at ") and err.count("\n") == 1
+    assert err.startswith(
+        f"python -m datasets_builder push: error: pushing {built_folder} to tester/cli failed: the Hub at "
+    )
+    assert err.count("\n") == 1
     assert "hf_wrong_secret" not in out + err
     code, out, err = run_main(
         ["push", str(built_folder), "--repo", "tester/cli", "--token", loopback_hub.token], capsys

@@ -200,7 +200,9 @@ def test_failed_push_leaves_the_folder_intact_and_can_be_retried(built, loopback
     with pytest.raises(publish.PushError) as info:
         publish.push(built, "tester/retry", token=loopback_hub.token)
     message = str(info.value)
-    assert message.startswith(f"the Hub at {loopback_hub.url} answered HTTP 500 while pushing tester/retry")
+    assert message.startswith(
+        f"pushing {built} to tester/retry failed: the Hub at {loopback_hub.url} answered HTTP 500"
+    )
     assert message.endswith("the local folder is unchanged, so the push can be retried.") and "\n" not in message
     assert snapshot(built) == before
     assert loopback_hub.files("tester/retry") == {}
@@ -209,15 +211,20 @@ def test_failed_push_leaves_the_folder_intact_and_can_be_retried(built, loopback
 
 
 def test_push_errors_are_one_sentence_without_the_token(built, loopback_hub):  # noqa: F811
-    with pytest.raises(publish.PushError, match=r"rejected the credentials \(HTTP 401\) for tester/x; pass --token"):
+    with pytest.raises(
+        publish.PushError,
+        match=r"refused the token \(HTTP 401\); check with `hf auth whoami` that it may write to tester/x; the local",
+    ):
         publish.push(built, "tester/x", token="hf_wrong_secret_value")
     loopback_hub.fail(507, r"^PUT /lfs-upload/", times=None)  # 507 is not retried by the client
-    with pytest.raises(publish.PushError, match=r"answered HTTP 507 while pushing tester/y") as info:
+    with pytest.raises(
+        publish.PushError, match=r"^pushing .* to tester/y failed: the Hub at .* answered HTTP 507"
+    ) as info:
         publish.push(built, "tester/y", token=loopback_hub.token)
     assert loopback_hub.token not in str(info.value)
     loopback_hub.stop()
     with pytest.raises(
-        publish.PushError, match=r"^could not reach the Hub at http://127\.0\.0\.1:\d+ \(ConnectError\)"
+        publish.PushError, match=r"failed: the Hub at http://127\.0\.0\.1:\d+ could not be reached \(ConnectError\)"
     ):
         publish.push(built, "tester/z", token=loopback_hub.token)
     with pytest.raises(ValueError, match=r"^repo id 'not a repo' is not valid"):
@@ -235,7 +242,9 @@ def test_push_to_a_branch(built, loopback_hub):  # noqa: F811
 def test_push_in_offline_mode_says_so(built):
     # conftest sets HF_HUB_OFFLINE=1 for every test that does not ask for the loopback Hub
     with pytest.raises(
-        publish.PushError, match=r"^HF_HUB_OFFLINE is set, so nothing can be pushed; unset it to push\.$"
+        publish.PushError,
+        match=r"^pushing .* to tester/offline failed: HF_HUB_OFFLINE is set \(unset it to reach the Hub\); "
+        r"the local folder is unchanged, so the push can be retried\.$",
     ):
         publish.push(built, "tester/offline", token="hf_whatever")
 
