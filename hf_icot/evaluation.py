@@ -5,7 +5,8 @@ A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :
 
 * ``"explicit"`` — prompt ``question <eos>``; the model writes ``cot <eos> #### answer <eos>``;
 * ``"implicit"`` — prompt ``question <eos> <eos>`` (an empty CoT); the model writes ``#### answer <eos>``;
-* ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units, then
+* ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units (the last k of
+  the CoT when the mixture removed from the left, its default; the first k with ``removal_side="right"``), then
   ``<eos> #### answer <eos>``.
 
 In every mode the answer is closed by the third ``<eos>`` of the sequence, so generation of a row stops once its
@@ -143,19 +144,20 @@ def _generate_batch(
     # Left padding shifts each row's tokens right, so positions count real tokens only (as generate() does).
     positions = (attention.cumsum(-1) - 1).clamp(min=0)  # (B, T)
     # keep_position models saw the tokens after a removed CoT at their untruncated positions: shift from there on.
-    first_step_shift = torch.zeros(len(prompts), dtype=torch.long)
+    pending_shift = torch.zeros(len(prompts), dtype=torch.long)  # added once, at generated token `shift_at`
+    shift_at = torch.full((len(prompts),), -1, dtype=torch.long)
     for row, (start, shift) in enumerate(shifts or []):
         column = width - len(prompts[row]) + start
         if column < width:
             positions[row, column:] += shift
-        else:  # the shift starts with the first generated token
-            first_step_shift[row] = shift
-    first_step_shift = first_step_shift.to(device)[:, None]  # (B, 1)
+        else:  # the shift starts with a generated token
+            pending_shift[row], shift_at[row] = shift, start - len(prompts[row])
+    pending_shift, shift_at = pending_shift.to(device), shift_at.to(device)
     remaining = torch.tensor(eos_left if eos_left is not None else [0] * len(prompts), device=device)
     finished = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     new_tokens, cache = [], None
     step_ids, step_positions = ids, positions
-    for _ in range(max_new_tokens):
+    for generated_index in range(max_new_tokens):
         kwargs: dict[str, Any] = {"input_ids": step_ids, "attention_mask": attention}
         if inputs.use_cache:
             kwargs["use_cache"] = True
@@ -176,8 +178,8 @@ def _generate_batch(
                 break
         cache = getattr(output, inputs.cache) if inputs.cache is not None else None
         ids = torch.cat([ids, next_ids[:, None]], dim=1)
-        positions = torch.cat([positions, positions[:, -1:] + 1 + first_step_shift], dim=1)
-        first_step_shift = torch.zeros_like(first_step_shift)
+        shift_now = torch.where(shift_at == generated_index, pending_shift, 0)[:, None]  # (B, 1)
+        positions = torch.cat([positions, positions[:, -1:] + 1 + shift_now], dim=1)
         attention = torch.cat([attention, torch.ones_like(attention[:, :1])], dim=1)
         # Without a KV cache the whole sequence is fed again at every step.
         step_ids, step_positions = (ids[:, -1:], positions[:, -1:]) if cache is not None else (ids, positions)
@@ -216,9 +218,10 @@ def generate_batched(
         batch_size: prompts per forward pass.
         stop_after_answer: stop a row at the ``<eos>`` that closes the answer (the third of the sequence, see the
             module docstring); otherwise every continuation has ``max_new_tokens`` tokens.
-        position_shifts: per prompt, ``(start, shift)``: the tokens from index ``start`` on (``start`` may equal the
-            prompt length: the continuation) get position ids ``shift`` higher, as a model trained with
-            ``fill="keep_position"`` saw them after a removed CoT.
+        position_shifts: per prompt, ``(start, shift)``: the tokens from index ``start`` on get position ids
+            ``shift`` higher, as a model trained with ``fill="keep_position"`` saw them after a removed CoT. Indices
+            count the prompt, then the continuation: ``start = len(prompt) + j`` shifts from the j-th generated
+            token on.
 
     Returns:
         For each prompt, in order, the generated ids (the closing ``<eos>`` included when reached), without padding.
@@ -285,26 +288,36 @@ def generate_batched(
 # Exact match of generations
 
 
-def _hint_spec(example: Mapping[str, Any], tokenizer: Any, hint: int, hint_unit: str) -> TruncationSpec:
-    """What a mixture model keeps under a hint of ``hint`` units: the last ones (curricula remove CoT from the left,
-    so the units nearest the answer stay), i.e. a saturated left removal of ``total - hint`` units."""
+def _hint_spec(
+    example: Mapping[str, Any], tokenizer: Any, hint: int, hint_unit: str, removal_side: str = "left"
+) -> TruncationSpec:
+    """What a mixture model keeps under a hint of ``hint`` units: a saturated removal of ``total - hint`` units from
+    ``removal_side`` (the mixture's ``side``: "left" keeps the last units, those nearest the answer)."""
     total = cot_token_count(example, tokenizer) if hint_unit == "token" else len(example["cot"])
-    return TruncationSpec(unit=hint_unit, which="left", count=max(total - hint, 0), saturate=True)
+    return TruncationSpec(unit=hint_unit, which=removal_side, count=max(total - hint, 0), saturate=True)
 
 
 def gold_cot_text(
-    example: Mapping[str, Any], tokenizer: Any, hint: int | None = None, hint_unit: str = "token"
+    example: Mapping[str, Any],
+    tokenizer: Any,
+    hint: int | None = None,
+    hint_unit: str = "token",
+    removal_side: str = "left",
 ) -> str:
     """The CoT a model should write for ``example``: all steps joined by spaces, or under a hint of ``k`` units
-    (tokens or steps) the last ``k`` of them, as :func:`hf_icot.cot.truncate` keeps them."""
+    (tokens or steps) the ``k`` that a removal from ``removal_side`` keeps (the last ones for "left"), as
+    :func:`hf_icot.cot.truncate` keeps them."""
     if hint is None:
         return " ".join(example["cot"])
-    return " ".join(truncate_example(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer)["cot"])
+    spec = _hint_spec(example, tokenizer, hint, hint_unit, removal_side)
+    return " ".join(truncate_example(example, spec, tokenizer)["cot"])
 
 
-def gold_continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: str, hint_unit: str = "token") -> int:
+def gold_continuation_length(
+    example: Mapping[str, Any], tokenizer: Any, mode: str, hint_unit: str = "token", removal_side: str = "left"
+) -> int:
     """Tokens a model should generate for ``example`` in ``mode``: the CoT tokens (none in implicit mode, those of
-    the last ``k`` units under ``hint=k``), then ``<eos> #### answer <eos>`` (``#### answer <eos>`` in implicit
+    the ``k`` units kept under ``hint=k``), then ``<eos> #### answer <eos>`` (``#### answer <eos>`` in implicit
     mode)."""
     base, hint = parse_mode(mode)
     answer = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
@@ -312,25 +325,39 @@ def gold_continuation_length(example: Mapping[str, Any], tokenizer: Any, mode: s
         return answer
     if hint is None:
         return cot_token_count(example, tokenizer) + 1 + answer
-    return truncate(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer).kept + 1 + answer
+    return (
+        truncate(example, _hint_spec(example, tokenizer, hint, hint_unit, removal_side), tokenizer).kept + 1 + answer
+    )
 
 
 def _removed_position_shift(
-    example: Mapping[str, Any], prompt: Sequence[int], tokenizer: Any, hint: int | None, hint_unit: str
+    example: Mapping[str, Any],
+    prompt: Sequence[int],
+    tokenizer: Any,
+    hint: int | None,
+    hint_unit: str,
+    removal_side: str,
 ) -> tuple[int, int]:
     """``(start, shift)`` for :func:`generate_batched` under keep_position: an implicit prompt's closing ``<eos>``
-    sits where the full CoT ended; after a hint, the first kept CoT token sits where it stood in the full CoT."""
+    sits where the full CoT ended; after a hint, the tokens that follow the removed ones (the first kept CoT token
+    for a left removal, the ``<eos>`` closing the kept CoT for a right one) sit where they stood with the full CoT."""
+    total = cot_token_count(example, tokenizer)
     if hint is None:
-        return len(prompt) - 1, cot_token_count(example, tokenizer)
-    return len(prompt), truncate(example, _hint_spec(example, tokenizer, hint, hint_unit), tokenizer).removed
+        return len(prompt) - 1, total
+    kept = len(truncate(example, _hint_spec(example, tokenizer, hint, hint_unit, removal_side), tokenizer).tokens)
+    return len(prompt) + (kept if removal_side == "right" else 0), total - kept
 
 
 def default_max_new_tokens(
-    dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str, hint_unit: str = "token"
+    dataset: Sequence[Mapping[str, Any]],
+    tokenizer: Any,
+    mode: str,
+    hint_unit: str = "token",
+    removal_side: str = "left",
 ) -> int:
     """The longest gold continuation of ``dataset`` in ``mode``, plus a quarter (at least 8 tokens) of slack so that a
     model writing a slightly longer CoT can still reach its answer."""
-    longest = max(gold_continuation_length(example, tokenizer, mode, hint_unit) for example in dataset)
+    longest = max(gold_continuation_length(example, tokenizer, mode, hint_unit, removal_side) for example in dataset)
     return longest + max(8, longest // 4)
 
 
@@ -345,6 +372,7 @@ def evaluate_generation(
     hint_unit: str = "token",
     return_predictions: bool = False,
     keep_position: bool = False,
+    removal_side: str = "left",
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Generate greedily in each mode and score the answers (and CoTs) by exact match.
 
@@ -363,6 +391,8 @@ def evaluate_generation(
             positions it had with the full CoT, so implicit and hint prompts are shifted by the number of CoT tokens
             removed, i.e. the length of the example's gold CoT (fixed by the question size in the generated tasks;
             for free-text tasks such as GSM8K this uses the gold length, which a deployed model would not know).
+        removal_side: the side the mixture removed CoT units from (its ``side``): under ``hint=k`` the model writes
+            the last ``k`` units after a "left" removal, the first ``k`` after a "right" one.
 
     Returns:
         ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
@@ -378,6 +408,8 @@ def evaluate_generation(
         raise ValueError("evaluate_generation got an empty dataset; pass at least one example.")
     if hint_unit not in ("token", "step"):
         raise ValueError(f"hint_unit {hint_unit!r} is unknown; allowed: 'token', 'step'.")
+    if removal_side not in ("left", "right"):
+        raise ValueError(f"removal_side {removal_side!r} is unknown; allowed: 'left', 'right'.")
     missing = [column for column in ("question", "cot", "answer") if column not in examples[0]]
     if missing:
         raise ValueError(
@@ -391,13 +423,13 @@ def evaluate_generation(
         base, hint = parse_mode(mode)
         prompts = [encode_prompt(ex["question"], tokenizer, mode=base, hint=hint) for ex in examples]
         if max_new_tokens is None:
-            limit = default_max_new_tokens(examples, tokenizer, mode, hint_unit)
+            limit = default_max_new_tokens(examples, tokenizer, mode, hint_unit, removal_side)
         else:
             limit = max_new_tokens
         shifts = None
         if keep_position and base != "explicit":
             shifts = [
-                _removed_position_shift(ex, prompt, tokenizer, hint, hint_unit)
+                _removed_position_shift(ex, prompt, tokenizer, hint, hint_unit, removal_side)
                 for ex, prompt in zip(examples, prompts)
             ]
         start = time.perf_counter()
@@ -412,7 +444,7 @@ def evaluate_generation(
         metrics[f"{mode}/answer_em"] = answers["exact_match"]
         cot_matches = None
         if base != "implicit":
-            gold_cots = [gold_cot_text(ex, tokenizer, hint, hint_unit) for ex in examples]
+            gold_cots = [gold_cot_text(ex, tokenizer, hint, hint_unit, removal_side) for ex in examples]
             cots = metric.compute(predictions=[cot for cot, _ in parsed], references=gold_cots, return_matches=True)
             metrics[f"{mode}/cot_em"] = cots["exact_match"]
             cot_matches = cots["matches"]

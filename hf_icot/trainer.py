@@ -337,6 +337,7 @@ class ICoTTrainer(Trainer):
                 max_new_tokens=self.args.max_new_tokens,
                 hint_unit=self.args.mixture_unit,
                 keep_position=self.keeps_positions,
+                removal_side=getattr(self.schedule, "side", "left"),
             )
             prefix = f"eval_{name}_" if name else "eval_"
             metrics.update({prefix + key: value for key, value in results.items()})

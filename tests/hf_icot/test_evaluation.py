@@ -207,13 +207,15 @@ def test_default_token_cap_follows_the_gold_lengths_of_each_mode(tokenizer):
     assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1", hint_unit="step") == 3 + 1 + 4 + 1 + 8
 
 
-def test_gold_cot_under_a_hint_keeps_the_units_nearest_the_answer(tokenizer):
-    example = EXAMPLES[0]  # CoT tokens: 5 6 + 7 8
+def test_gold_cot_under_a_hint_keeps_the_units_the_removal_side_leaves(tokenizer):
+    example = EXAMPLES[0]  # CoT tokens: 5 6 + 7 8; a left removal (the default) keeps the last ones
     assert gold_cot_text(example, tokenizer) == "5 6 + 7 8"
     assert gold_cot_text(example, tokenizer, hint=3) == "+ 7 8"
     assert gold_cot_text(example, tokenizer, hint=0) == ""
     assert gold_cot_text(example, tokenizer, hint=9) == "5 6 + 7 8"
     assert gold_cot_text(example, tokenizer, hint=1, hint_unit="step") == "+ 7 8"
+    assert gold_cot_text(example, tokenizer, hint=3, removal_side="right") == "5 6 +"
+    assert gold_cot_text(example, tokenizer, hint=1, hint_unit="step", removal_side="right") == "5 6"
 
 
 def test_model_without_position_ids_gets_batches_of_one_prompt_length(tokenizer):
@@ -374,15 +376,16 @@ def test_generation_stops_at_the_model_context(tiny_gpt2, tokenizer):
         generate_batched(tiny_gpt2, tokenizer, [too_long], max_new_tokens=5, batch_size=1, stop_after_answer=False)
 
 
-def _greedy_with_positions(model, prompt, positions, steps):
-    """Reference loop: the whole sequence with explicit position ids at every step, no cache, no padding."""
+def _greedy_with_positions(model, prompt, positions, steps, shift_at=None, shift=0):
+    """Reference loop: the whole sequence with explicit position ids at every step, no cache, no padding; the
+    generated token number ``shift_at`` (0 first) and those after it sit ``shift`` positions later."""
     ids, pos, out = list(prompt), list(positions), []
     with torch.no_grad():
-        for _ in range(steps):
+        for index in range(steps):
             logits = model(input_ids=torch.tensor([ids]), position_ids=torch.tensor([pos])).logits
             out.append(int(logits[0, -1].argmax()))
             ids.append(out[-1])
-            pos.append(pos[-1] + 1)
+            pos.append(pos[-1] + 1 + (shift if index == shift_at else 0))
     return out
 
 
@@ -402,6 +405,23 @@ def test_keep_position_shifts_match_explicit_position_ids(tiny_gpt2, tokenizer):
     assert unshifted[0] != expected  # the shift matters to this model, so the test can fail
 
 
+def test_a_shift_can_start_inside_the_continuation(tiny_gpt2, tokenizer):
+    # A right-removal hint model writes its kept CoT at the usual positions; the <eos> after it jumps the removed ones.
+    prompt = encode_prompt("1 2 * 3", tokenizer, mode="explicit")
+    other = encode_prompt("6 7 8 9 * 1 2 3", tokenizer, mode="explicit")
+    expected = _greedy_with_positions(tiny_gpt2, prompt, list(range(len(prompt))), 7, shift_at=2, shift=5)
+    batched = generate_batched(
+        tiny_gpt2, tokenizer, [other, prompt], max_new_tokens=7, batch_size=2, stop_after_answer=False,
+        position_shifts=[(len(other), 3), (len(prompt) + 2, 5)],
+    )  # fmt: skip
+    assert batched[1] == expected
+    assert batched[0] == _greedy_with_positions(tiny_gpt2, other, list(range(len(other))), 7, shift_at=0, shift=3)
+    at_start = generate_batched(
+        tiny_gpt2, tokenizer, [prompt], max_new_tokens=7, stop_after_answer=False, position_shifts=[(len(prompt), 5)]
+    )
+    assert at_start[0] != expected  # where the shift starts matters to this model, so the test can fail
+
+
 def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripted, tokenizer):
     import hf_icot.evaluation as evaluation
 
@@ -417,3 +437,13 @@ def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripte
     assert seen["shifts"] == expected and any(shift for _, shift in expected)
     evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["explicit"], keep_position=True)
     assert seen["shifts"] is None
+    # Under a hint, a left removal shifts from the first generated token, a right one from the <eos> after the kept.
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], keep_position=True)
+    totals = [len(" ".join(ex["cot"]).split()) for ex in EXAMPLES]
+    assert seen["shifts"] == [(len(p), n - min(2, n)) for p, n in zip(seen["prompts"], totals)]
+    evaluation.evaluate_generation(
+        scripted, tokenizer, EXAMPLES, modes=["hint=2"], keep_position=True, removal_side="right"
+    )
+    assert seen["shifts"] == [(len(p) + min(2, n), n - min(2, n)) for p, n in zip(seen["prompts"], totals)]
+    with pytest.raises(ValueError, match=r"^removal_side 'middle' is unknown; allowed: 'left', 'right'\.$"):
+        evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], removal_side="middle")

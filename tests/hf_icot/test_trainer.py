@@ -131,6 +131,31 @@ def test_optimizer_reset_is_skipped_when_smoothing_left_the_previous_batch_witho
     assert trainer.optimizer_resets == len(expected)
 
 
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_mixture_with_hints_and_kept_positions_answers_under_every_hint(tmp_path, side):
+    # Hint k: the model writes the k CoT units a removal from `side` keeps (the last k for left, the first k for
+    # right), at the positions they had in the full CoT, then the answer at its full-CoT position.
+    torch.set_num_threads(1)
+    train, test = counting_examples(length=6, n_test=16)  # 48 training questions, CoTs of 6 tokens
+    tokenizer = build_word_level_tokenizer([train, test], max_hint_length=6)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=2, n_embd=64)
+    hints = [f"hint={k}" for k in range(7)]
+    args = config(
+        tmp_path, schedule="mixture", length_hint=True, removal_side=side, removal_fill="keep_position",
+        num_train_epochs=150, per_device_train_batch_size=16, lr_scheduler_type="linear", eval_modes=hints,
+    )  # fmt: skip
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test, processing_class=tokenizer)
+    trainer.train()
+    metrics = trainer.evaluate_generation()
+    assert min(metrics[f"eval_{mode}/answer_em"] for mode in hints) >= 0.9, metrics
+    assert min(metrics[f"eval_{mode}/cot_em"] for mode in hints) >= 0.8, metrics
+    other_side = "left" if side == "right" else "right"
+    wrong = evaluate_generation(
+        trainer.model, tokenizer, test, modes=["hint=3"], keep_position=True, removal_side=other_side
+    )
+    assert wrong["hint=3/answer_em"] < 0.5 and wrong["hint=3/cot_em"] < 0.5  # the side matters: the test can fail
+
+
 class Diverge(TrainerCallback):
     def on_step_begin(self, args, state, control, model=None, **kwargs):
         if state.global_step == 3:
