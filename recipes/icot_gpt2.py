@@ -339,16 +339,20 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
         )
     trainer.train()
 
-    # Step 4: evaluate implicit and explicit answers on every evaluation split (all ranks under FSDP, whose forward
-    # needs every shard; otherwise the main process alone).
+    # Step 4: evaluate implicit and explicit answers (and the hint=k modes asked for in eval_modes) on every
+    # evaluation split (all ranks under FSDP, whose forward needs every shard; otherwise the main process alone).
     metrics: dict[str, float] = {}
     if trainer.is_fsdp_enabled or trainer.is_world_process_zero():
+        hints = [mode for mode in training_args.eval_modes or [] if mode.startswith("hint=")]
         results = evaluate_splits(
             trainer.accelerator.unwrap_model(trainer.model),
             tokenizer,
             evaluation_sets,
+            modes=["implicit", "explicit", *hints],
             batch_size=training_args.per_device_eval_batch_size,
             keep_position=trainer.keeps_positions,
+            hint_unit=training_args.mixture_unit,
+            removal_side=getattr(trainer.schedule, "side", "left"),
         )
         metrics = flatten_split_metrics(results)
     trainer.accelerator.wait_for_everyone()

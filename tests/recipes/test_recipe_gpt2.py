@@ -143,6 +143,22 @@ def test_card_snippet_loads_the_model_and_prints_its_answer(full_run: dict) -> N
     assert printed.getvalue().strip() == predictions["implicit"][0]["generated_answer"]
 
 
+def test_mixture_with_hints_is_evaluated_under_the_hints_asked_for(tiny_gpt2: Path, tmp_path: Path) -> None:
+    output = tmp_path / "out"
+    argv = recipe_args(
+        tiny_gpt2, output, "--schedule", "mixture", "--length_hint", "--removal_side", "right",
+        "--eval_modes", "hint=1", "hint=2",
+    )  # fmt: skip
+    metrics = run_recipe(argv)
+    saved = json.loads((output / "eval_results.json").read_text())
+    for split in ("validation", "test"):
+        for mode in ("implicit", "explicit", "hint=1", "hint=2"):
+            assert f"{split}/{mode}/answer_em" in metrics and f"{split}/{mode}/answer_em" in saved, (split, mode)
+        assert 0.0 <= saved[f"{split}/hint=2/cot_em"] <= 1.0
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert {"<len_1>", "<len_2>"} <= set(tokenizer.get_vocab())
+
+
 def test_lora_adapter_is_saved_alone_naming_the_hub_base(tiny_gpt2: Path, tmp_path: Path, capture_saved_model) -> None:
     from peft import PeftModel
 
