@@ -19,11 +19,13 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import logging
 import os
 import shutil
+import weakref
 from typing import Any
 
 import torch
@@ -44,6 +46,12 @@ SCHEDULE_FILE = "icot_schedule.json"
 
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite."""
+
+
+def _end_processes_at_exit(trainer: weakref.ref) -> None:
+    alive = trainer()
+    if alive is not None:
+        alive.end_processes(wait=False)  # other processes may already be gone: no barrier
 
 
 class ICoTStateCallback(TrainerCallback, ExportableState):
@@ -175,6 +183,9 @@ class ICoTTrainer(Trainer):
             optimizer_cls_and_kwargs=optimizer_cls_and_kwargs,
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
         )
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            # A script that forgets end_processes() still tears the group down before interpreter shutdown.
+            atexit.register(_end_processes_at_exit, weakref.ref(self))
 
     def _inserted_tokens(self, dataset: Any) -> list[str]:
         """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
@@ -390,17 +401,19 @@ class ICoTTrainer(Trainer):
             self._end_stage(self.schedule.stage(self.state.global_step - 1))
         return output
 
-    def end_processes(self) -> None:
+    def end_processes(self, wait: bool = True) -> None:
         """Wait for every process, then tear the process group down while the interpreter is fully alive.
 
-        Call it once, last, in a multi-process script (a no-op on one process). ``Accelerator.end_training`` alone is
-        not enough: the DDP wrapper still holds the gloo process group, and when the group is only freed during
-        interpreter shutdown its C++ threads can abort the process (SIGABRT, "terminate called without an active
-        exception") after all the work is done. The model itself (``self.model``) stays usable.
+        Call it once, last, in a multi-process script (a no-op on one process; it also runs at exit, without the
+        wait, if the script does not call it). ``Accelerator.end_training`` alone is not enough: the DDP wrapper
+        still holds the gloo process group, and when the group is only freed during interpreter shutdown its C++
+        threads can abort the process (SIGABRT, "terminate called without an active exception") after all the work
+        is done. The model itself (``self.model``) stays usable.
         """
         if not torch.distributed.is_available() or not torch.distributed.is_initialized():
             return
-        self.accelerator.wait_for_everyone()
+        if wait:
+            self.accelerator.wait_for_everyone()
         self.model_wrapped = self.model
         self.accelerator.free_memory()  # drops the accelerator's references to the DDP wrapper
         gc.collect()

@@ -11,15 +11,18 @@ from safetensors.torch import load_file
 SCRIPT = Path(__file__).with_name("train_tiny_icot.py")
 
 
-def test_two_process_accelerate_launch_advances_the_schedule_identically(tmp_path):
+def launch_two_processes(out, *flags):
     # `--cpu --num_processes 2` would start a single process; `--multi_gpu` with use_cpu=True starts two on gloo.
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-        str(SCRIPT), str(tmp_path), "--max_steps", "16", "--save_steps", "100",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(SCRIPT), str(out), *flags,
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_two_process_accelerate_launch_advances_the_schedule_identically(tmp_path):
+    launch_two_processes(tmp_path, "--max_steps", "16", "--save_steps", "100")
     logs = [
         [json.loads(line) for line in (tmp_path / f"schedule-rank{rank}.jsonl").read_text().splitlines()]
         for rank in (0, 1)
@@ -37,3 +40,9 @@ def test_two_process_accelerate_launch_advances_the_schedule_identically(tmp_pat
     assert [json.loads((tmp_path / f"teardown-rank{rank}.json").read_text()) for rank in (0, 1)] == [
         {"wrapper": None}
     ] * 2
+
+
+def test_a_script_that_never_calls_end_processes_is_torn_down_at_exit(tmp_path):
+    launch_two_processes(tmp_path, "--max_steps", "4", "--save_steps", "100", "--leave_teardown_to_exit")
+    teardowns = [json.loads((tmp_path / f"teardown-rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert teardowns == [{"wrapper": None, "group_initialized": False}] * 2

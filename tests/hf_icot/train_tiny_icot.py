@@ -7,13 +7,16 @@ Everything (data, tokenizer, initial weights) is rebuilt from fixed seeds, so se
 process appends one JSON line per optimizer step to ``OUT/schedule-rank<r>.jsonl`` (the step, stage, scheduled
 count, optimizer resets and the truncation of a few fixed example ids) and, at the end, writes the
 final weights to ``OUT/final-rank<r>.safetensors``, its log history to ``OUT/log-rank<r>.json`` and whether the
-process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/teardown-rank<r>.json``.
+process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/teardown-rank<r>.json`` (with
+``--leave_teardown_to_exit`` the script does not call it, keeps the trainer alive, and records at exit what
+ICoTTrainer's exit handler left).
 ``--kill_at_step K`` SIGKILLs the process when step K begins.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import signal
@@ -92,8 +95,11 @@ def main() -> None:
     parser.add_argument("--kill_at_step", type=int, default=None)
     parser.add_argument("--resume", default=None)
     parser.add_argument("--save_steps", type=int, default=4)
+    parser.add_argument("--leave_teardown_to_exit", action="store_true")
     options = parser.parse_args()
     torch.set_num_threads(1)
+    if options.leave_teardown_to_exit:  # registered first, so it runs after ICoTTrainer's own exit handler
+        atexit.register(record_teardown_at_exit, options.out)
     trainer = build_trainer(options.out, options.max_steps, options.save_steps)
     rank = trainer.args.process_index
     trainer.add_callback(ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step))
@@ -102,9 +108,25 @@ def main() -> None:
     weights = {name: p.detach().clone().contiguous() for name, p in trainer.model.named_parameters()}
     save_file(weights, str(options.out / f"final-rank{rank}.safetensors"))
     (options.out / f"log-rank{rank}.json").write_text(json.dumps(trainer.state.log_history, default=str))
+    if options.leave_teardown_to_exit:
+        KEPT_UNTIL_EXIT.append((trainer, wrapped))
+        return
     trainer.end_processes()
     teardown = {"wrapper": type(wrapped()).__name__ if wrapped() is not None else None}
     (options.out / f"teardown-rank{rank}.json").write_text(json.dumps(teardown))
+
+
+KEPT_UNTIL_EXIT: list = []  # (trainer, weakref to its DDP wrapper): alive until interpreter shutdown
+
+
+def record_teardown_at_exit(out: Path) -> None:
+    """At exit, after ICoTTrainer's handler: is the process group gone, and the DDP wrapper with it?"""
+    _, wrapped = KEPT_UNTIL_EXIT[0]
+    teardown = {
+        "wrapper": type(wrapped()).__name__ if wrapped() is not None else None,
+        "group_initialized": torch.distributed.is_initialized(),
+    }
+    (out / f"teardown-rank{os.environ.get('RANK', '0')}.json").write_text(json.dumps(teardown))
 
 
 if __name__ == "__main__":
