@@ -1,8 +1,9 @@
 """ICoTConfig: ``TrainingArguments`` plus the fields of the ICoT method (curriculum, per-stage evaluation).
 
 Schedule parameters are flat fields so that a recipe YAML and the command line set them the same way; which ones a
-schedule reads is listed in each field's help. :func:`parse_config` reads ``--config recipe.yaml`` as defaults and
-lets command-line flags override them.
+schedule reads is listed in each field's help (and mapped in :data:`CONFIG_FIELDS`; :func:`schedule_from_config`
+builds the schedule). :func:`parse_config` reads ``--config recipe.yaml`` as defaults and lets command-line flags
+override them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from hf_icot.schedules import SCHEDULES, schedule_from_config
+from hf_icot.schedules import SCHEDULES, Schedule
 
 TOO_LONG_ACTIONS = ("error", "skip")
 
@@ -190,3 +191,57 @@ def parse_config(
     outputs = parser.parse_args_into_dataclasses(args=list(remaining), look_for_args_file=False)
     # The extra namespace holds only --config, already consumed.
     return tuple(output for output in outputs if not isinstance(output, argparse.Namespace))
+
+
+CONFIG_FIELDS: dict[str, dict[str, str]] = {
+    "full_cot": {},
+    "no_cot": {},
+    "stepwise": {
+        "remove_per_epoch": "remove_per_epoch",
+        "remove_start_from": "remove_start_from",
+        "removal_smoothing_lambda": "removal_smoothing_lambda",
+        "remove_all_when_remove_beyond": "remove_all_when_remove_beyond",
+        "pretrain_epochs": "pretrain_epochs",
+        "side": "removal_side",
+        "reset_optimizer": "reset_optimizer",
+    },
+    "staged": {
+        "direction": "removal_side",
+        "steps_per_stage": "steps_per_stage",
+        "stage_length": "stage_length",
+        "stage_unit": "stage_unit",
+        "num_stages": "num_stages",
+        "final_remove_all": "final_remove_all",
+    },
+    "log_icot": {
+        "num_levels": "num_levels",
+        "stage_length": "stage_length",
+        "stage_unit": "stage_unit",
+        "final_drop": "final_remove_all",
+    },
+    "mixture": {
+        "unit": "mixture_unit",
+        "max_length": "mixture_max_length",
+        "weights": "mixture_weights",
+        "hint": "length_hint",
+        "side": "removal_side",
+    },
+}
+
+
+def schedule_from_config(config: Any) -> Schedule:
+    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for: ``config.schedule`` with the flat fields
+    listed in :data:`CONFIG_FIELDS`, ``config.seed``, and ``config.removal_fill`` unless it is None (each schedule's
+    default fill).
+
+    Raises:
+        ValueError: an unknown schedule name or an invalid parameter.
+    """
+    name = config.schedule
+    if name not in SCHEDULES:
+        raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
+    kwargs = {field_name: getattr(config, source) for field_name, source in CONFIG_FIELDS[name].items()}
+    kwargs["seed"] = config.seed
+    if config.removal_fill is not None and name != "full_cot":
+        kwargs["fill"] = config.removal_fill
+    return SCHEDULES[name](**kwargs)

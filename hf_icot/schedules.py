@@ -8,8 +8,8 @@ rank of a distributed run and every resumed run draws the same truncations.
 
 Schedules: :class:`FullCoT`, :class:`NoCoT`, :class:`Stepwise` (the stepwise-ICoT reference), :class:`Staged`
 (left / right / inductive stages), :class:`LogICoT` (tree levels padded stage by stage) and :class:`Mixture` (every
-example draws its CoT length). Build one from an :class:`hf_icot.config.ICoTConfig` with :func:`schedule_from_config`,
-store it with ``to_dict()`` and rebuild it with :func:`schedule_from_dict`.
+example draws its CoT length). Build one from an :class:`hf_icot.config.ICoTConfig` with
+:func:`hf_icot.config.schedule_from_config`, store it with ``to_dict()`` and rebuild it with :func:`schedule_from_dict`.
 """
 
 from __future__ import annotations
@@ -537,55 +537,3 @@ def schedule_from_dict(data: dict[str, Any]) -> Schedule:
 
 
 #: For each schedule, which ICoTConfig field sets each of its fields (``seed`` and ``fill`` are common).
-CONFIG_FIELDS: dict[str, dict[str, str]] = {
-    "full_cot": {},
-    "no_cot": {},
-    "stepwise": {
-        "remove_per_epoch": "remove_per_epoch",
-        "remove_start_from": "remove_start_from",
-        "removal_smoothing_lambda": "removal_smoothing_lambda",
-        "remove_all_when_remove_beyond": "remove_all_when_remove_beyond",
-        "pretrain_epochs": "pretrain_epochs",
-        "side": "removal_side",
-        "reset_optimizer": "reset_optimizer",
-    },
-    "staged": {
-        "direction": "removal_side",
-        "steps_per_stage": "steps_per_stage",
-        "stage_length": "stage_length",
-        "stage_unit": "stage_unit",
-        "num_stages": "num_stages",
-        "final_remove_all": "final_remove_all",
-    },
-    "log_icot": {
-        "num_levels": "num_levels",
-        "stage_length": "stage_length",
-        "stage_unit": "stage_unit",
-        "final_drop": "final_remove_all",
-    },
-    "mixture": {
-        "unit": "mixture_unit",
-        "max_length": "mixture_max_length",
-        "weights": "mixture_weights",
-        "hint": "length_hint",
-        "side": "removal_side",
-    },
-}
-
-
-def schedule_from_config(config: Any) -> Schedule:
-    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for: ``config.schedule`` with the flat fields
-    listed in :data:`CONFIG_FIELDS`, ``config.seed``, and ``config.removal_fill`` unless it is None (each schedule's
-    default fill).
-
-    Raises:
-        ValueError: an unknown schedule name or an invalid parameter.
-    """
-    name = config.schedule
-    if name not in SCHEDULES:
-        raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
-    kwargs = {field_name: getattr(config, source) for field_name, source in CONFIG_FIELDS[name].items()}
-    kwargs["seed"] = config.seed
-    if config.removal_fill is not None and name != "full_cot":
-        kwargs["fill"] = config.removal_fill
-    return SCHEDULES[name](**kwargs)

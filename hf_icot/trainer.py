@@ -34,9 +34,9 @@ from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import has_length
 
 from hf_icot.collator import ICoTCollator, context_length
-from hf_icot.config import ICoTConfig
+from hf_icot.config import ICoTConfig, schedule_from_config
 from hf_icot.cot import PLACEHOLDER_TOKEN, hint_token
-from hf_icot.schedules import Schedule, schedule_from_config, schedule_from_dict
+from hf_icot.schedules import Schedule, schedule_from_dict
 
 logger = logging.getLogger(__name__)
 
