@@ -19,7 +19,8 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from datasets_builder.tasks import multiplication
 from hf_icot.collator import encode_prompt
-from hf_icot.evaluation import generate_batched, gold_continuation_length
+from hf_icot.evaluation import gold_continuation_length
+from hf_icot.generation import generate_batched
 from hf_icot.tokenization import build_word_level_tokenizer
 
 MODES = ("implicit", "explicit")

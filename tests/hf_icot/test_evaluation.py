@@ -29,11 +29,11 @@ from hf_icot.evaluation import (
     evaluate_generation,
     evaluate_splits,
     flatten_split_metrics,
-    generate_batched,
     gold_cot_text,
     make_compute_metrics,
     preprocess_logits_for_metrics,
 )
+from hf_icot.generation import generate_batched
 
 WORDS = ["<pad>", "<unk>", "<eos>", "####", "+", "*", "(", ")"] + list("0123456789") + [f"<len_{k}>" for k in range(6)]
 FILLER = "("  # what the scripted model writes once its script is spent

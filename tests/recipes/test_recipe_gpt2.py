@@ -21,7 +21,8 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_icot.collator import encode_prompt
-from hf_icot.evaluation import evaluate_generation, evaluate_splits, flatten_split_metrics, generate_batched
+from hf_icot.evaluation import evaluate_generation, evaluate_splits, flatten_split_metrics
+from hf_icot.generation import generate_batched
 from tests.recipes.conftest import RECIPE, REPO, TASK_ARGS, recipe_args, run_recipe, save_tiny_gpt2
 
 
