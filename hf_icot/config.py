@@ -193,6 +193,7 @@ def parse_config(
     return tuple(output for output in outputs if not isinstance(output, argparse.Namespace))
 
 
+#: For each schedule, which ICoTConfig field sets each of its fields (``seed`` and ``fill`` are common).
 CONFIG_FIELDS: dict[str, dict[str, str]] = {
     "full_cot": {},
     "no_cot": {},

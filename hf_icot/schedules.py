@@ -534,6 +534,3 @@ def schedule_from_dict(data: dict[str, Any]) -> Schedule:
         )
     data = {key: math.inf if value == "inf" else value for key, value in data.items()}
     return cls(**data)
-
-
-#: For each schedule, which ICoTConfig field sets each of its fields (``seed`` and ``fill`` are common).
