@@ -96,10 +96,14 @@ class Schedule:
         max_cot_steps: int | None = None,
     ) -> None:
         """Bind what is only known when training starts: ``max_cot_level`` is the deepest ``cot_level`` of the
-        training data, ``max_cot_tokens`` / ``max_cot_steps`` its longest CoT in tokens / steps."""
+        training data, ``max_cot_tokens`` / ``max_cot_steps`` its longest CoT in tokens / steps (kept by the schedules
+        that have a field of that name)."""
         if steps_per_epoch is not None and steps_per_epoch < 1:
             raise ValueError(f"steps_per_epoch {steps_per_epoch} is not allowed; it must be >= 1.")
         self.steps_per_epoch = steps_per_epoch
+        for name, value in (("max_cot_tokens", max_cot_tokens), ("max_cot_steps", max_cot_steps)):
+            if value is not None and hasattr(self, name):
+                setattr(self, name, _check_length(name, value))
 
     def stage(self, step: int) -> int:
         """Index of the curriculum stage that step ``step`` belongs to (0 first; non-decreasing in ``step``)."""
@@ -260,17 +264,6 @@ class Stepwise(Schedule):
         _check_choice("fill", self.fill, FILLS)
         self._cdf = np.cumsum(smoothing_offset_probabilities(self.removal_smoothing_lambda))
 
-    def bind(
-        self,
-        steps_per_epoch: int | None,
-        max_cot_level: int | None = None,
-        max_cot_tokens: int | None = None,
-        max_cot_steps: int | None = None,
-    ) -> None:
-        super().bind(steps_per_epoch)
-        if max_cot_tokens is not None:
-            self.max_cot_tokens = _check_length("max_cot_tokens", max_cot_tokens)
-
     @property
     def _all_removed_from(self) -> float:
         """The scheduled count from which the whole CoT goes: the threshold, or the longest CoT if that is lower."""
@@ -363,17 +356,6 @@ class Staged(Schedule):
             raise ValueError(f"num_stages {self.num_stages} is not allowed; it must be >= 1 (or None: unbounded).")
         if self.final_remove_all and self.num_stages is None:
             raise ValueError("final_remove_all needs num_stages, the number of stages before the final one.")
-
-    def bind(
-        self,
-        steps_per_epoch: int | None,
-        max_cot_level: int | None = None,
-        max_cot_tokens: int | None = None,
-        max_cot_steps: int | None = None,
-    ) -> None:
-        super().bind(steps_per_epoch)
-        if max_cot_steps is not None:
-            self.max_cot_steps = _check_length("max_cot_steps", max_cot_steps)
 
     def _empties_longest_cot(self, index: int) -> bool:
         # left/right k >= n and a stride s > n (1 + index * steps_per_stage) both leave no step of an n-step CoT
