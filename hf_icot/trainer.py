@@ -328,6 +328,15 @@ class ICoTTrainer(Trainer):
         """Whether the curriculum keeps position ids after removed CoT tokens (generation must do the same)."""
         return getattr(self.schedule, "fill", "drop") == "keep_position"
 
+    def generation_layout(self) -> dict[str, Any]:
+        """How this run's sequences are laid out, as :func:`hf_icot.evaluation.evaluate_generation` needs to know:
+        what a length hint counts, whether positions are kept, and which side the curriculum removes from."""
+        return {
+            "hint_unit": self.args.mixture_unit,
+            "keep_position": self.keeps_positions,
+            "removal_side": getattr(self.schedule, "side", "left"),
+        }
+
     def evaluate_generation(self) -> dict[str, float]:
         """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none)."""
         if not self.args.eval_modes or self.eval_dataset is None:
@@ -346,9 +355,7 @@ class ICoTTrainer(Trainer):
                 modes=list(self.args.eval_modes),
                 batch_size=self.args.per_device_eval_batch_size,
                 max_new_tokens=self.args.max_new_tokens,
-                hint_unit=self.args.mixture_unit,
-                keep_position=self.keeps_positions,
-                removal_side=getattr(self.schedule, "side", "left"),
+                **self.generation_layout(),
             )
             prefix = f"eval_{name}_" if name else "eval_"
             metrics.update({prefix + key: value for key, value in results.items()})

@@ -350,9 +350,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             evaluation_sets,
             modes=["implicit", "explicit", *hints],
             batch_size=training_args.per_device_eval_batch_size,
-            keep_position=trainer.keeps_positions,
-            hint_unit=training_args.mixture_unit,
-            removal_side=getattr(trainer.schedule, "side", "left"),
+            **trainer.generation_layout(),
         )
         metrics = flatten_split_metrics(results)
     trainer.accelerator.wait_for_everyone()
