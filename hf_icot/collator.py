@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, hint_token, tokenize_steps, truncate
+from hf_icot.schedules import SequenceLayout
 from hf_icot.tokenization import first_unrepresentable_word
 
 PROMPT_MODES = ("explicit", "implicit", "hint")
@@ -243,7 +244,11 @@ class ICoTCollator:
         return out
 
     def prepare_dataset(
-        self, dataset: datasets.Dataset, max_length: int | None = None, too_long: str = "error", hint: bool = False
+        self,
+        dataset: datasets.Dataset,
+        max_length: int | None = None,
+        too_long: str = "error",
+        layout: SequenceLayout | None = None,
     ) -> tuple[datasets.Dataset, int]:
         """Add ``example_id`` (kept if present), ``question_ids``, ``answer_ids``, ``cot_tokens`` (each step's tokens,
         space-joined), ``n_cot_tokens`` and ``n_cot_steps``; check lengths against the model's context.
@@ -253,7 +258,7 @@ class ICoTCollator:
             max_length: the model's context; the untruncated sequence (plus the hint) must fit, since
                 ``keep_position`` and ``pad`` keep its length.
             too_long: ``"error"`` or ``"skip"`` (drop such examples).
-            hint: the curriculum puts a length-hint token before the CoT.
+            layout: the curriculum's layout (a length hint adds a token to every sequence).
 
         Returns:
             The prepared dataset and the number of examples skipped.
@@ -288,7 +293,7 @@ class ICoTCollator:
             )
         if max_length is None:
             return prepared, 0
-        extra = 3 + (1 if hint else 0)  # two <eos> separators, the final <eos>, the hint
+        extra = 3 + (1 if layout is not None and layout.hint else 0)  # two <eos> separators, the final <eos>, the hint
         lengths = [
             len(q) + n + len(a) + extra
             for q, n, a in zip(prepared["question_ids"], prepared["n_cot_tokens"], prepared["answer_ids"])

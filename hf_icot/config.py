@@ -54,6 +54,14 @@ class ICoTConfig(TrainingArguments):
         default=None,
         metadata={"help": "drop, pad (placeholder tokens) or keep_position; default: pad for log_icot, else drop."},
     )
+    removal_unit: str | None = field(
+        default=None,
+        metadata={
+            "help": "What is removed and what a length hint counts: token or step (mixture takes both; default: "
+            "step for staged/log_icot, else token).",
+            "choices": ["token", "step"],
+        },
+    )
     reset_optimizer: bool = field(
         default=False, metadata={"help": "stepwise: reset the Adam state each time one more token is removed."}
     )
@@ -71,9 +79,6 @@ class ICoTConfig(TrainingArguments):
     )
     num_levels: int | None = field(
         default=None, metadata={"help": "log_icot: tree depth; unset: the deepest cot_level of the training data."}
-    )
-    mixture_unit: str = field(
-        default="token", metadata={"help": "mixture: token or step.", "choices": ["token", "step"]}
     )
     mixture_max_length: int | None = field(
         default=None, metadata={"help": "mixture: kept lengths are uniform over 0..this (unset: the CoT's length)."}
@@ -143,10 +148,6 @@ class ICoTConfig(TrainingArguments):
             raise ValueError(
                 f"generation_eval_examples {self.generation_eval_examples} is not allowed; it must be >= 1."
             )
-        if self.removal_side == "inductive" and self.schedule != "staged":
-            raise ValueError(
-                f"removal_side 'inductive' is a staged curriculum; schedule {self.schedule!r} takes left or right."
-            )
         if self.remove_unused_columns:
             raise ValueError(
                 "remove_unused_columns=True would drop question/cot/answer before the ICoT collator; keep it False."
@@ -193,47 +194,41 @@ def parse_config(
     return tuple(output for output in outputs if not isinstance(output, argparse.Namespace))
 
 
-#: For each schedule, which ICoTConfig field sets each of its fields (``seed`` and ``fill`` are common).
+#: Which ICoTConfig field sets each layout field of every schedule (see :class:`hf_icot.schedules.SequenceLayout`).
+LAYOUT_FIELDS: dict[str, str] = {
+    "fill": "removal_fill",
+    "unit": "removal_unit",
+    "side": "removal_side",
+    "hint": "length_hint",
+}
+
+#: For each schedule, which ICoTConfig field sets each of its own fields (``seed`` and the layout are common).
 CONFIG_FIELDS: dict[str, dict[str, str]] = {
     "full_cot": {},
     "no_cot": {},
     "stepwise": {
-        "remove_per_epoch": "remove_per_epoch",
-        "remove_start_from": "remove_start_from",
-        "removal_smoothing_lambda": "removal_smoothing_lambda",
-        "remove_all_when_remove_beyond": "remove_all_when_remove_beyond",
-        "pretrain_epochs": "pretrain_epochs",
-        "side": "removal_side",
-        "reset_optimizer": "reset_optimizer",
+        name: name
+        for name in (
+            "remove_per_epoch",
+            "remove_start_from",
+            "removal_smoothing_lambda",
+            "remove_all_when_remove_beyond",
+            "pretrain_epochs",
+            "reset_optimizer",
+        )
     },
     "staged": {
-        "direction": "removal_side",
-        "steps_per_stage": "steps_per_stage",
-        "stage_length": "stage_length",
-        "stage_unit": "stage_unit",
-        "num_stages": "num_stages",
-        "final_remove_all": "final_remove_all",
+        name: name for name in ("steps_per_stage", "stage_length", "stage_unit", "num_stages", "final_remove_all")
     },
-    "log_icot": {
-        "num_levels": "num_levels",
-        "stage_length": "stage_length",
-        "stage_unit": "stage_unit",
-        "final_drop": "final_remove_all",
-    },
-    "mixture": {
-        "unit": "mixture_unit",
-        "max_length": "mixture_max_length",
-        "weights": "mixture_weights",
-        "hint": "length_hint",
-        "side": "removal_side",
-    },
+    "log_icot": {name: name for name in ("num_levels", "stage_length", "stage_unit", "final_remove_all")},
+    "mixture": {"max_length": "mixture_max_length", "weights": "mixture_weights"},
 }
 
 
 def schedule_from_config(config: Any) -> Schedule:
-    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for: ``config.schedule`` with the flat fields
-    listed in :data:`CONFIG_FIELDS`, ``config.seed``, and ``config.removal_fill`` unless it is None (each schedule's
-    default fill).
+    """Build the schedule an :class:`hf_icot.config.ICoTConfig` asks for: ``config.schedule`` with the fields listed
+    in :data:`CONFIG_FIELDS`, ``config.seed``, and the layout fields of :data:`LAYOUT_FIELDS` that are set (None
+    leaves the schedule's default, e.g. ``fill="pad"`` for log_icot).
 
     Raises:
         ValueError: an unknown schedule name or an invalid parameter.
@@ -243,6 +238,7 @@ def schedule_from_config(config: Any) -> Schedule:
         raise ValueError(f"schedule {name!r} is unknown; allowed: {', '.join(SCHEDULES)}.")
     kwargs = {field_name: getattr(config, source) for field_name, source in CONFIG_FIELDS[name].items()}
     kwargs["seed"] = config.seed
-    if config.removal_fill is not None and name != "full_cot":
-        kwargs["fill"] = config.removal_fill
+    for field_name, source in LAYOUT_FIELDS.items():
+        if getattr(config, source) is not None:
+            kwargs[field_name] = getattr(config, source)
     return SCHEDULES[name](**kwargs)

@@ -327,21 +327,25 @@ def truncate_example(example: Mapping[str, Any], spec: TruncationSpec, tokenizer
     ``keep_position`` reads as ``drop`` here.
     """
     truncated = truncate(example, spec, tokenizer)
+    kept_steps, texts = steps_text(truncated, tokenizer)
+    out = dict(example)
+    out["cot"] = ([truncated.hint] if truncated.hint else []) + texts
+    if example.get("cot_level") is not None:
+        hint_level = [0] if truncated.hint else []
+        out["cot_level"] = hint_level + [example["cot_level"][s] for s in kept_steps]
+    return out
+
+
+def steps_text(truncated: TruncatedCoT, tokenizer: Any = None) -> tuple[list[int], list[str]]:
+    """The steps a truncated CoT still has (their indices) and each one's text: its remaining tokens joined as the
+    tokenizer writes them (words joined by spaces without one); the hint is not included."""
     by_step: dict[int, list[str]] = {}
     for tok, step in zip(truncated.tokens, truncated.steps):
         by_step.setdefault(step, []).append(tok)
-
-    def join(tokens: list[str]) -> str:
-        if tokenizer is None:
-            return " ".join(tokens)
-        return tokenizer.convert_tokens_to_string(tokens).strip()
-
-    out = dict(example)
-    out["cot"] = ([truncated.hint] if truncated.hint else []) + [join(by_step[s]) for s in sorted(by_step)]
-    if example.get("cot_level") is not None:
-        hint_level = [0] if truncated.hint else []
-        out["cot_level"] = hint_level + [example["cot_level"][s] for s in sorted(by_step)]
-    return out
+    kept = sorted(by_step)
+    if tokenizer is None:
+        return kept, [" ".join(by_step[s]) for s in kept]
+    return kept, [tokenizer.convert_tokens_to_string(by_step[s]).strip() for s in kept]
 
 
 def cot_token_count(example: Mapping[str, Any], tokenizer: Any = None) -> int:

@@ -7,6 +7,9 @@ steps (``"step:left:2"``). Curricula during training truncate per example in the
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import datasets
@@ -75,3 +78,79 @@ def truncate_dataset(
             raise ValueError(f"{name} example {index}: {error}") from None
     columns = {name: [row[name] for row in rows] for name in dataset.features}  # from_list cannot make 0 rows
     return datasets.Dataset.from_dict(columns, features=dataset.features)
+
+
+def split_order(name: str) -> tuple[int, str]:
+    """The order splits are evaluated and reported in: validation, test, then the others (``test_ood_*``) by name."""
+    return {"validation": 0, "test": 1}.get(name, 2), name
+
+
+def load_run_data(path_or_repo: str, config: str | None = None) -> tuple[datasets.DatasetDict, dict[str, Any]]:
+    """A published task dataset for a run, and what the model card says about it.
+
+    Args:
+        path_or_repo: a folder written by ``python -m datasets_builder build`` or a Hub dataset repo id.
+        config: its config; optional when it has only one.
+
+    Returns:
+        The ``DatasetDict`` and ``source``, ``config``, ``task`` and ``fingerprint`` (from the ``icot_config.json``
+        datasets_builder writes beside each config; None for datasets from elsewhere).
+
+    Raises:
+        ValueError: no dataset there, several configs and none chosen, or an unknown config.
+    """
+    if config is None:
+        try:
+            configs = datasets.get_dataset_config_names(path_or_repo)
+        except FileNotFoundError as error:
+            first_line = (str(error).strip().splitlines() or [""])[0]
+            raise ValueError(f"no dataset found at {path_or_repo!r} ({first_line}).") from None
+        if len(configs) != 1:
+            raise ValueError(f"{path_or_repo!r} has configs {', '.join(configs)}; pick one with --dataset_config.")
+        config = configs[0]
+    dataset = load_icot_dataset(path_or_repo, config)
+    record = _dataset_record(path_or_repo, config)
+    info = {"source": path_or_repo, "config": config, "task": record.get("task", config)}
+    info["fingerprint"] = record.get("fingerprint")
+    return dataset, info
+
+
+def _dataset_record(source: str, config: str) -> dict[str, Any]:
+    """The ``icot_config.json`` that datasets_builder writes beside each config, or {} if there is none."""
+    path = os.path.join(source, config, "icot_config.json")
+    try:
+        if not os.path.isdir(source):
+            from huggingface_hub import hf_hub_download
+
+            path = hf_hub_download(source, f"{config}/icot_config.json", repo_type="dataset")
+        with open(path, encoding="utf-8") as stream:
+            return json.load(stream)
+    except Exception:  # the card then just lacks the fingerprint: a dataset need not come from datasets_builder
+        return {}
+
+
+def run_splits(
+    dataset: Mapping[str, datasets.Dataset],
+    eval_splits: Sequence[str] | None = None,
+    max_train_examples: int | None = None,
+    max_eval_examples: int | None = None,
+) -> tuple[datasets.Dataset, dict[str, datasets.Dataset]]:
+    """The training split and the evaluation splits of a run (by default every split but train, in
+    :func:`split_order`), each cut to its first ``max_*_examples`` rows when given.
+
+    Raises:
+        ValueError: no train split, no other split, or an evaluation split the dataset lacks.
+    """
+    if "train" not in dataset:
+        raise ValueError(f"the dataset has no train split (it has {', '.join(dataset)}); give one with a train split.")
+    names = list(eval_splits) if eval_splits else sorted((n for n in dataset if n != "train"), key=split_order)
+    if not names:
+        raise ValueError("the dataset has only a train split; the final evaluation needs a validation or test split.")
+    missing = [name for name in names if name not in dataset]
+    if missing:
+        raise ValueError(f"--eval_splits names {missing[0]!r}, which the dataset lacks; it has {', '.join(dataset)}.")
+
+    def first(split: datasets.Dataset, limit: int | None) -> datasets.Dataset:
+        return split if limit is None else split.select(range(min(limit, len(split))))
+
+    return first(dataset["train"], max_train_examples), {n: first(dataset[n], max_eval_examples) for n in names}

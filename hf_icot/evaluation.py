@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from hf_icot.collator import encode_prompt, encode_text, split_generation
-from hf_icot.cot import ANSWER_PREFIX, TruncationSpec, cot_token_count, truncate, truncate_example
+from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, cot_token_count, steps_text, tokenize_steps, truncate
+from hf_icot.data import split_order
 from hf_icot.generation import generate_batched
 from hf_icot.metrics import load_exact_match
+from hf_icot.schedules import SequenceLayout
 
 BASE_MODES = ("implicit", "explicit")
 
@@ -63,80 +66,102 @@ def _expand_modes(modes: Sequence[str], hint_lengths: Sequence[int] | None) -> l
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Exact match of generations
+# One example in one mode
 
 
-def _hint_spec(
-    example: Mapping[str, Any], tokenizer: Any, hint: int, hint_unit: str, removal_side: str = "left"
-) -> TruncationSpec:
-    """What a mixture model keeps under a hint of ``hint`` units: a saturated removal of ``total - hint`` units from
-    ``removal_side`` (the mixture's ``side``: "left" keeps the last units, those nearest the answer)."""
-    total = cot_token_count(example, tokenizer) if hint_unit == "token" else len(example["cot"])
-    return TruncationSpec(unit=hint_unit, which=removal_side, count=max(total - hint, 0), saturate=True)
+@dataclass(frozen=True)
+class GenerationCase:
+    """One example asked in one mode: what the model is fed and what it should write.
+
+    Attributes:
+        prompt: the prompt's token ids (:func:`hf_icot.collator.encode_prompt`).
+        position_shift: for ``keep_position`` models, ``(start, shift)`` as :func:`generate_batched` takes it (the
+            tokens from index ``start`` of prompt + continuation sit ``shift`` positions later, where they stood with
+            the full CoT); None when positions run on.
+        gold_cot: the CoT the model should write ("" in implicit mode).
+        gold_length: the tokens of the right continuation (CoT, ``<eos>``, ``#### answer <eos>``).
+    """
+
+    prompt: list[int]
+    position_shift: tuple[int, int] | None
+    gold_cot: str
+    gold_length: int
+
+
+def plan_generation(
+    example: Mapping[str, Any], tokenizer: Any, mode: str, layout: SequenceLayout | None = None
+) -> GenerationCase:
+    """Prompt, position shift and gold continuation of ``example`` in ``mode``, all from one tokenization of its CoT.
+
+    * explicit: the whole CoT, positions running on (a model writing its CoT has nothing removed);
+    * implicit: no CoT; under ``keep_position`` the prompt's closing ``<eos>`` sits where the full CoT ended;
+    * ``hint=k``: the ``k`` units (``layout.unit``) a removal from ``layout.side`` keeps, as training kept them; under
+      ``keep_position`` the tokens after the removed ones (the first kept CoT token for a left removal, the ``<eos>``
+      closing the kept CoT for a right one) sit where they stood with the full CoT.
+
+    Raises:
+        ValueError: an unknown mode, or a question, answer or hint token the tokenizer cannot represent.
+    """
+    layout = layout or SequenceLayout()
+    base, hint = parse_mode(mode)
+    prompt = encode_prompt(example["question"], tokenizer, mode=base, hint=hint)
+    answer_length = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
+    if base == "implicit":
+        shift = (len(prompt) - 1, cot_token_count(example, tokenizer)) if layout.keeps_positions else None
+        return GenerationCase(prompt, shift, "", answer_length)
+    if hint is None:
+        total = cot_token_count(example, tokenizer)
+        return GenerationCase(prompt, None, " ".join(example["cot"]), total + 1 + answer_length)
+    kept = _kept_under_hint(example, tokenizer, hint, layout)
+    shift = None
+    if layout.keeps_positions:
+        shift = (len(prompt) + (kept.kept if layout.side == "right" else 0), kept.removed)
+    gold_cot = " ".join(steps_text(kept, tokenizer)[1])
+    return GenerationCase(prompt, shift, gold_cot, kept.kept + 1 + answer_length)
+
+
+def _kept_under_hint(example: Mapping[str, Any], tokenizer: Any, hint: int, layout: SequenceLayout) -> TruncatedCoT:
+    # The CoT's own tokens, joined by spaces, split back into exactly those tokens: truncate without re-tokenizing.
+    tokens = {"cot": [" ".join(step) for step in tokenize_steps(example["cot"], tokenizer)]}
+    units = sum(len(step.split()) for step in tokens["cot"]) if layout.unit == "token" else len(example["cot"])
+    return truncate(tokens, layout.hint_spec(units, hint))
 
 
 def gold_cot_text(
-    example: Mapping[str, Any],
-    tokenizer: Any,
-    hint: int | None = None,
-    hint_unit: str = "token",
-    removal_side: str = "left",
+    example: Mapping[str, Any], tokenizer: Any, hint: int | None = None, layout: SequenceLayout | None = None
 ) -> str:
-    """The CoT a model should write for ``example``: all steps joined by spaces, or under a hint of ``k`` units
-    (tokens or steps) the ``k`` that a removal from ``removal_side`` keeps (the last ones for "left"), as
-    :func:`hf_icot.cot.truncate` keeps them."""
+    """The CoT a model should write for ``example``: all steps joined by spaces, or under a hint of ``k`` units the
+    ``k`` that the layout's removal keeps (the last ones after a "left" removal), as training kept them."""
     if hint is None:
         return " ".join(example["cot"])
-    spec = _hint_spec(example, tokenizer, hint, hint_unit, removal_side)
-    return " ".join(truncate_example(example, spec, tokenizer)["cot"])
+    return " ".join(steps_text(_kept_under_hint(example, tokenizer, hint, layout or SequenceLayout()), tokenizer)[1])
 
 
 def gold_continuation_length(
-    example: Mapping[str, Any], tokenizer: Any, mode: str, hint_unit: str = "token", removal_side: str = "left"
+    example: Mapping[str, Any], tokenizer: Any, mode: str, layout: SequenceLayout | None = None
 ) -> int:
     """Tokens a model should generate for ``example`` in ``mode``: the CoT tokens (none in implicit mode, those of
     the ``k`` units kept under ``hint=k``), then ``<eos> #### answer <eos>`` (``#### answer <eos>`` in implicit
     mode)."""
-    base, hint = parse_mode(mode)
-    answer = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
-    if base == "implicit":
-        return answer
-    if hint is None:
-        return cot_token_count(example, tokenizer) + 1 + answer
-    return (
-        truncate(example, _hint_spec(example, tokenizer, hint, hint_unit, removal_side), tokenizer).kept + 1 + answer
-    )
+    return plan_generation(example, tokenizer, mode, layout).gold_length
 
 
-def _removed_position_shift(
-    example: Mapping[str, Any],
-    prompt: Sequence[int],
-    tokenizer: Any,
-    hint: int | None,
-    hint_unit: str,
-    removal_side: str,
-) -> tuple[int, int]:
-    """``(start, shift)`` for :func:`generate_batched` under keep_position: an implicit prompt's closing ``<eos>``
-    sits where the full CoT ended; after a hint, the tokens that follow the removed ones (the first kept CoT token
-    for a left removal, the ``<eos>`` closing the kept CoT for a right one) sit where they stood with the full CoT."""
-    total = cot_token_count(example, tokenizer)
-    if hint is None:
-        return len(prompt) - 1, total
-    kept = len(truncate(example, _hint_spec(example, tokenizer, hint, hint_unit, removal_side), tokenizer).tokens)
-    return len(prompt) + (kept if removal_side == "right" else 0), total - kept
+def _max_new_tokens(cases: Sequence[GenerationCase]) -> int:
+    # A quarter (at least 8 tokens) of slack lets a model writing a slightly longer CoT still reach its answer.
+    longest = max(case.gold_length for case in cases)
+    return longest + max(8, longest // 4)
 
 
 def default_max_new_tokens(
-    dataset: Sequence[Mapping[str, Any]],
-    tokenizer: Any,
-    mode: str,
-    hint_unit: str = "token",
-    removal_side: str = "left",
+    dataset: Sequence[Mapping[str, Any]], tokenizer: Any, mode: str, layout: SequenceLayout | None = None
 ) -> int:
     """The longest gold continuation of ``dataset`` in ``mode``, plus a quarter (at least 8 tokens) of slack so that a
     model writing a slightly longer CoT can still reach its answer."""
-    longest = max(gold_continuation_length(example, tokenizer, mode, hint_unit, removal_side) for example in dataset)
-    return longest + max(8, longest // 4)
+    return _max_new_tokens([plan_generation(example, tokenizer, mode, layout) for example in dataset])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exact match of generations
 
 
 def evaluate_generation(
@@ -147,10 +172,8 @@ def evaluate_generation(
     batch_size: int = 64,
     max_new_tokens: int | None = None,
     hint_lengths: Sequence[int] | None = None,
-    hint_unit: str = "token",
+    layout: SequenceLayout | None = None,
     return_predictions: bool = False,
-    keep_position: bool = False,
-    removal_side: str = "left",
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Generate greedily in each mode and score the answers (and CoTs) by exact match.
 
@@ -162,15 +185,14 @@ def evaluate_generation(
         batch_size: prompts per forward pass.
         max_new_tokens: cap on generated tokens; by default :func:`default_max_new_tokens` per mode.
         hint_lengths: adds a mode ``"hint=k"`` for each ``k``.
-        hint_unit: what a hint counts, ``"token"`` or ``"step"`` (as the mixture model was trained).
+        layout: how the model's training sequences were laid out (``trainer.layout``, the schedule's); default: the
+            plain layout (tokens dropped from the left, no hint). Under ``keep_position`` what follows a removed CoT
+            keeps the positions it had with the full CoT, so implicit and hint prompts are shifted by the CoT tokens
+            removed — the example's gold CoT length (fixed by the question size in the generated tasks; for free-text
+            tasks such as GSM8K a deployed model would not know it). Under ``hint=k`` the model writes the ``k`` units
+            a removal from ``layout.side`` keeps, counted in ``layout.unit``. See :func:`plan_generation`.
         return_predictions: also return, per mode, one record per example (question, generated and gold CoT and
             answer, whether each matched).
-        keep_position: the model was trained with ``fill="keep_position"``: what follows a removed CoT keeps the
-            positions it had with the full CoT, so implicit and hint prompts are shifted by the number of CoT tokens
-            removed, i.e. the length of the example's gold CoT (fixed by the question size in the generated tasks;
-            for free-text tasks such as GSM8K this uses the gold length, which a deployed model would not know).
-        removal_side: the side the mixture removed CoT units from (its ``side``): under ``hint=k`` the model writes
-            the last ``k`` units after a "left" removal, the first ``k`` after a "right" one.
 
     Returns:
         ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
@@ -178,16 +200,12 @@ def evaluate_generation(
         only. With ``return_predictions``, the tuple ``(metrics, predictions_by_mode)``.
 
     Raises:
-        ValueError: an empty dataset or one without the schema's columns, an unknown mode or hint unit, or a bad
+        ValueError: an empty dataset or one without the schema's columns, an unknown mode, or a bad
             ``max_new_tokens``/``batch_size``.
     """
     examples = list(dataset)
     if not examples:
         raise ValueError("evaluate_generation got an empty dataset; pass at least one example.")
-    if hint_unit not in ("token", "step"):
-        raise ValueError(f"hint_unit {hint_unit!r} is unknown; allowed: 'token', 'step'.")
-    if removal_side not in ("left", "right"):
-        raise ValueError(f"removal_side {removal_side!r} is unknown; allowed: 'left', 'right'.")
     missing = [column for column in ("question", "cot", "answer") if column not in examples[0]]
     if missing:
         raise ValueError(
@@ -198,20 +216,14 @@ def evaluate_generation(
     metrics: dict[str, float] = {}
     predictions: dict[str, list[dict[str, Any]]] = {}
     for mode in _expand_modes(modes, hint_lengths):
-        base, hint = parse_mode(mode)
-        prompts = [encode_prompt(ex["question"], tokenizer, mode=base, hint=hint) for ex in examples]
-        if max_new_tokens is None:
-            limit = default_max_new_tokens(examples, tokenizer, mode, hint_unit, removal_side)
-        else:
-            limit = max_new_tokens
-        shifts = None
-        if keep_position and base != "explicit":
-            shifts = [
-                _removed_position_shift(ex, prompt, tokenizer, hint, hint_unit, removal_side)
-                for ex, prompt in zip(examples, prompts)
-            ]
+        base, _ = parse_mode(mode)
+        cases = [plan_generation(example, tokenizer, mode, layout) for example in examples]
+        limit = max_new_tokens if max_new_tokens is not None else _max_new_tokens(cases)
+        shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
         start = time.perf_counter()
-        continuations = generate_batched(model, tokenizer, prompts, limit, batch_size, position_shifts=shifts)
+        continuations = generate_batched(
+            model, tokenizer, [case.prompt for case in cases], limit, batch_size, position_shifts=shifts
+        )
         seconds = max(time.perf_counter() - start, 1e-9)
 
         parsed = [split_generation(ids, tokenizer, base) for ids in continuations]
@@ -222,7 +234,7 @@ def evaluate_generation(
         metrics[f"{mode}/answer_em"] = answers["exact_match"]
         cot_matches = None
         if base != "implicit":
-            gold_cots = [gold_cot_text(ex, tokenizer, hint, hint_unit, removal_side) for ex in examples]
+            gold_cots = [case.gold_cot for case in cases]
             cots = metric.compute(predictions=[cot for cot, _ in parsed], references=gold_cots, return_matches=True)
             metrics[f"{mode}/cot_em"] = cots["exact_match"]
             cot_matches = cots["matches"]
@@ -243,11 +255,6 @@ def evaluate_generation(
                 for i, (ex, (cot, answer)) in enumerate(zip(examples, parsed))
             ]
     return (metrics, predictions) if return_predictions else metrics
-
-
-def _split_order(name: str) -> tuple[int, str]:
-    rank = {"validation": 0, "test": 1}
-    return rank.get(name, 2), name
 
 
 def evaluate_splits(
@@ -271,7 +278,7 @@ def evaluate_splits(
         raise ValueError("evaluate_splits returns metrics only; call evaluate_generation per split for predictions.")
     available = list(dataset_dict.keys())
     if splits is None:
-        splits = sorted((name for name in available if name != "train"), key=_split_order)
+        splits = sorted((name for name in available if name != "train"), key=split_order)
     for name in splits:
         if name not in dataset_dict:
             raise ValueError(f"split {name!r} is not in the dataset; it has: {', '.join(available)}.")

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hf_icot.data import split_order
 from hf_icot.hub import default_file_mode, is_hub_id, write_text_atomic
 
 CURVES_PNG = "training_curves.png"
@@ -99,8 +100,7 @@ def split_metrics(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
         parts = key.split("/")
         if len(parts) == 3 and parts[2] == "answer_em" and parts[1] in ("implicit", "explicit"):
             rows.setdefault(parts[0], {"split": parts[0], "implicit": None, "explicit": None})[parts[1]] = value
-    order = {"validation": 0, "test": 1}
-    return sorted(rows.values(), key=lambda row: (order.get(row["split"], 2), row["split"]))
+    return sorted(rows.values(), key=lambda row: split_order(row["split"]))
 
 
 def build_card_data(
@@ -265,6 +265,9 @@ def describe_run(trainer: Any) -> dict[str, Any]:
     """What the card says about a finished :class:`hf_icot.trainer.ICoTTrainer` run: ``architecture``, ``schedule``
     (name, parameters, stages, total steps), ``hyperparameters`` and ``peft`` (LoRA settings, or None); the keys are
     :func:`write_model_card` arguments."""
+    from transformers.trainer_utils import SchedulerType
+    from transformers.training_args import OptimizerNames
+
     args, model = trainer.args, trainer.accelerator.unwrap_model(trainer.model)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     n_params = sum(p.numel() for p in base.parameters())
@@ -289,8 +292,8 @@ def describe_run(trainer: Any) -> dict[str, Any]:
             ),
             "epochs": args.num_train_epochs,
             "optimizer steps": total_steps,
-            "optimizer": getattr(args.optim, "value", args.optim),
-            "learning-rate schedule": getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type),
+            "optimizer": OptimizerNames(args.optim).value,
+            "learning-rate schedule": SchedulerType(args.lr_scheduler_type).value,
             "warmup steps": args.warmup_steps,
             "weight decay": args.weight_decay,
             "max grad norm": args.max_grad_norm,

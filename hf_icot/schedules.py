@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hf_icot.cot import FILLS, TruncationSpec
+from hf_icot.cot import FILLS, PLACEHOLDER_TOKEN, UNITS, TruncationSpec, hint_token
 
 _U64 = np.uint64
 
@@ -55,15 +55,31 @@ def example_uniforms(seed: int, step: int, example_ids: Sequence[int]) -> np.nda
     return (bits >> _U64(11)).astype(np.float64) * 2.0**-53
 
 
-def _check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
+# The validators every schedule uses: one sentence naming the value and what is allowed.
+
+
+def check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ValueError(f"{what} {value!r} is not allowed; choose one of {', '.join(allowed)}.")
 
 
-def _check_length(what: str, value: int) -> int:
-    if value < 0:
-        raise ValueError(f"{what} {value} is not allowed; it must be >= 0.")
+def check_at_least(what: str, value: float | None, low: float, note: str = "") -> None:
+    """``value >= low`` (None passes: unset)."""
+    if value is not None and not value >= low:
+        raise ValueError(f"{what} {value} is not allowed; it must be >= {low:g}{note}.")
+
+
+def check_positive(what: str, value: float, note: str = "") -> None:
+    if not value > 0:
+        raise ValueError(f"{what} {value} is not allowed; it must be > 0{note}.")
+
+
+def check_non_negative(what: str, value: int) -> int:
+    check_at_least(what, value, 0)
     return int(value)
+
+
+STAGE_UNITS = ("epochs", "steps")
 
 
 def _stage_steps(stage_length: float, stage_unit: str, steps_per_epoch: int | None) -> int:
@@ -74,19 +90,97 @@ def _stage_steps(stage_length: float, stage_unit: str, steps_per_epoch: int | No
     return max(1, round(stage_length * steps_per_epoch))
 
 
+SIDES = ("left", "right", "inductive")
+
+
+@dataclass(frozen=True)
+class SequenceLayout:
+    """How a run lays out its sequences: what the collator builds in training, what generation must build at
+    evaluation, and what the model card's snippet shows. Derived from a schedule (:attr:`Schedule.layout`).
+
+    Attributes:
+        fill: ``drop``, ``pad`` (each removed token becomes :data:`~hf_icot.cot.PLACEHOLDER_TOKEN`) or
+            ``keep_position`` (later tokens keep their untruncated position ids).
+        unit: what is removed and what a length hint counts: ``token`` or ``step``.
+        side: where removal starts: ``left``, ``right`` or (staged only) ``inductive``. Under a hint of ``k`` units
+            the ``k`` kept ones are the last after a ``left`` removal, the first after a ``right`` one.
+        hint: a length-hint token before the CoT says how many units follow.
+    """
+
+    fill: str = "drop"
+    unit: str = "token"
+    side: str = "left"
+    hint: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice("removal fill", self.fill, FILLS)
+        check_choice("removal unit", self.unit, UNITS)
+        check_choice("removal side", self.side, SIDES)
+
+    @property
+    def keeps_positions(self) -> bool:
+        """Whether what follows a removed CoT keeps the position ids it had with the full CoT."""
+        return self.fill == "keep_position"
+
+    @property
+    def uses_placeholder(self) -> bool:
+        return self.fill == "pad"
+
+    def inserted_tokens(self, longest_hint: int = 0) -> list[str]:
+        """The tokens the curriculum puts into sequences, which the tokenizer must have: the placeholder under
+        ``fill="pad"``, and with hints ``<len_0>`` … ``<len_{longest_hint}>``."""
+        tokens = [PLACEHOLDER_TOKEN] if self.uses_placeholder else []
+        if self.hint:
+            tokens += [hint_token(n) for n in range(longest_hint + 1)]
+        return tokens
+
+    def hint_spec(self, n_units: int, hint: int) -> TruncationSpec:
+        """What a model trained with hints keeps when asked for ``hint`` units of a CoT of ``n_units``: the
+        removal of ``n_units - hint`` units from :attr:`side` (saturated: a hint beyond the CoT keeps all of it)."""
+        which = "left" if self.side == "inductive" else self.side
+        return TruncationSpec(unit=self.unit, which=which, count=max(n_units - hint, 0), saturate=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass
 class Schedule:
     """Base class. Subclasses are dataclasses whose fields are their whole state.
+
+    Every schedule carries the four layout fields; each subclass names the values it takes (``units``, ``sides``,
+    ``takes_hint``) and its defaults, and :attr:`layout` gathers them for the collator, the trainer, evaluation and the
+    model card.
 
     Attributes:
         seed: seed of every per-example draw.
         steps_per_epoch: optimizer steps per epoch (train dataloader length / gradient accumulation), bound by the
             trainer when training starts.
+        fill, unit, side, hint: the :class:`SequenceLayout` fields.
     """
 
     name: ClassVar[str] = ""
+    units: ClassVar[tuple[str, ...]] = ("token",)
+    sides: ClassVar[tuple[str, ...]] = ("left", "right")
+    takes_hint: ClassVar[bool] = False
     seed: int = 0
     steps_per_epoch: int | None = None
+    fill: str = "drop"
+    unit: str = "token"
+    side: str = "left"
+    hint: bool = False
+
+    def __post_init__(self) -> None:
+        check_choice("fill", self.fill, FILLS)
+        check_choice(f"{self.name} unit", self.unit, self.units)
+        check_choice(f"{self.name} removal side", self.side, self.sides)
+        if self.hint and not self.takes_hint:
+            raise ValueError(f"length hints are for the mixture schedule; {self.name} takes hint=False.")
+
+    @property
+    def layout(self) -> SequenceLayout:
+        """How this curriculum lays sequences out (see :class:`SequenceLayout`)."""
+        return SequenceLayout(fill=self.fill, unit=self.unit, side=self.side, hint=self.hint)
 
     def bind(
         self,
@@ -96,14 +190,15 @@ class Schedule:
         max_cot_steps: int | None = None,
     ) -> None:
         """Bind what is only known when training starts: ``max_cot_level`` is the deepest ``cot_level`` of the
-        training data, ``max_cot_tokens`` / ``max_cot_steps`` its longest CoT in tokens / steps (kept by the schedules
-        that have a field of that name)."""
-        if steps_per_epoch is not None and steps_per_epoch < 1:
-            raise ValueError(f"steps_per_epoch {steps_per_epoch} is not allowed; it must be >= 1.")
+        training data (it sets ``num_levels`` where a schedule has that field and it is unset), ``max_cot_tokens`` /
+        ``max_cot_steps`` its longest CoT in tokens / steps (kept by the schedules that have a field of that name)."""
+        check_at_least("steps_per_epoch", steps_per_epoch, 1)
         self.steps_per_epoch = steps_per_epoch
         for name, value in (("max_cot_tokens", max_cot_tokens), ("max_cot_steps", max_cot_steps)):
             if value is not None and hasattr(self, name):
-                setattr(self, name, _check_length(name, value))
+                setattr(self, name, check_non_negative(name, value))
+        if max_cot_level is not None and getattr(self, "num_levels", 0) is None:
+            self.num_levels = max(1, int(max_cot_level))
 
     def stage(self, step: int) -> int:
         """Index of the curriculum stage that step ``step`` belongs to (0 first; non-decreasing in ``step``)."""
@@ -185,10 +280,6 @@ class NoCoT(Schedule):
     """No example has any CoT (the end-to-end baseline, ``which="all"``)."""
 
     name: ClassVar[str] = "no_cot"
-    fill: str = "drop"
-
-    def __post_init__(self) -> None:
-        _check_choice("fill", self.fill, FILLS)
 
     def removed_count(self, step: int) -> float:
         return math.inf
@@ -235,33 +326,20 @@ class Stepwise(Schedule):
     removal_smoothing_lambda: float = math.inf
     remove_all_when_remove_beyond: float = math.inf
     pretrain_epochs: int = 0
-    side: str = "left"
-    fill: str = "drop"
     reset_optimizer: bool = False
     max_cot_tokens: int | None = None
     _cdf: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         self.removal_smoothing_lambda = float(self.removal_smoothing_lambda)
         self.remove_all_when_remove_beyond = float(self.remove_all_when_remove_beyond)
-        if not self.remove_per_epoch > 0:
-            raise ValueError(f"remove_per_epoch {self.remove_per_epoch} is not allowed; it must be > 0.")
-        if self.remove_start_from < 0:
-            raise ValueError(f"remove_start_from {self.remove_start_from} is not allowed; it must be >= 0.")
-        if not self.removal_smoothing_lambda > 0:
-            raise ValueError(
-                f"removal_smoothing_lambda {self.removal_smoothing_lambda} is not allowed; it must be > 0 (inf: off)."
-            )
-        if not self.remove_all_when_remove_beyond >= 0:
-            raise ValueError(
-                f"remove_all_when_remove_beyond {self.remove_all_when_remove_beyond} is not allowed; it must be >= 0."
-            )
-        if self.pretrain_epochs < 0:
-            raise ValueError(f"pretrain_epochs {self.pretrain_epochs} is not allowed; it must be >= 0.")
-        if self.max_cot_tokens is not None:
-            _check_length("max_cot_tokens", self.max_cot_tokens)
-        _check_choice("removal side", self.side, ("left", "right"))
-        _check_choice("fill", self.fill, FILLS)
+        check_positive("remove_per_epoch", self.remove_per_epoch)
+        check_at_least("remove_start_from", self.remove_start_from, 0)
+        check_positive("removal_smoothing_lambda", self.removal_smoothing_lambda, " (inf: off)")
+        check_at_least("remove_all_when_remove_beyond", self.remove_all_when_remove_beyond, 0)
+        check_at_least("pretrain_epochs", self.pretrain_epochs, 0)
+        check_at_least("max_cot_tokens", self.max_cot_tokens, 0)
         self._cdf = np.cumsum(smoothing_offset_probabilities(self.removal_smoothing_lambda))
 
     @property
@@ -325,35 +403,31 @@ class Stepwise(Schedule):
 class Staged(Schedule):
     """Whole-step stages, each ``stage_length`` ``stage_unit`` long.
 
-    ``left``/``right``: stage i removes the first/last ``i * steps_per_stage`` steps. ``inductive``: stage i keeps every
-    ``(1 + i * steps_per_stage)``-th step (stride curriculum). With ``num_stages``, the last stage lasts to the end of
-    training, or, with ``final_remove_all``, is followed by one stage removing the whole CoT. Without it stages go on,
-    saturating at "all". ``max_cot_steps`` (bound from the training data; None: unknown) ends the stages where the data
+    ``side`` ``left``/``right``: stage i removes the first/last ``i * steps_per_stage`` steps; ``inductive``: stage i
+    keeps every ``(1 + i * steps_per_stage)``-th step (stride curriculum). With ``num_stages``, the last stage lasts to
+    the end of training, or, with ``final_remove_all``, is followed by one stage removing the whole CoT. Without it
+    stages go on, saturating at "all". ``max_cot_steps`` (bound from the training data; None: unknown) ends the stages where the data
     ends: the first stage that leaves no step of the longest CoT removes "all" and lasts to the end of training.
     """
 
     name: ClassVar[str] = "staged"
-    direction: str = "left"
+    units: ClassVar[tuple[str, ...]] = ("step",)
+    sides: ClassVar[tuple[str, ...]] = ("left", "right", "inductive")
+    unit: str = "step"
     steps_per_stage: int = 1
     stage_length: float = 1.0
     stage_unit: str = "epochs"
-    fill: str = "drop"
     num_stages: int | None = None
     final_remove_all: bool = False
     max_cot_steps: int | None = None
 
     def __post_init__(self) -> None:
-        if self.max_cot_steps is not None:
-            _check_length("max_cot_steps", self.max_cot_steps)
-        _check_choice("staged direction", self.direction, ("left", "right", "inductive"))
-        _check_choice("stage_unit", self.stage_unit, ("epochs", "steps"))
-        _check_choice("fill", self.fill, FILLS)
-        if self.steps_per_stage < 1:
-            raise ValueError(f"steps_per_stage {self.steps_per_stage} is not allowed; it must be >= 1.")
-        if not self.stage_length > 0:
-            raise ValueError(f"stage_length {self.stage_length} is not allowed; it must be > 0.")
-        if self.num_stages is not None and self.num_stages < 1:
-            raise ValueError(f"num_stages {self.num_stages} is not allowed; it must be >= 1 (or None: unbounded).")
+        super().__post_init__()
+        check_at_least("max_cot_steps", self.max_cot_steps, 0)
+        check_choice("stage_unit", self.stage_unit, STAGE_UNITS)
+        check_at_least("steps_per_stage", self.steps_per_stage, 1)
+        check_positive("stage_length", self.stage_length)
+        check_at_least("num_stages", self.num_stages, 1, " (or None: unbounded)")
         if self.final_remove_all and self.num_stages is None:
             raise ValueError("final_remove_all needs num_stages, the number of stages before the final one.")
 
@@ -372,9 +446,9 @@ class Staged(Schedule):
     def _stage_spec(self, index: int) -> TruncationSpec:
         if (self.final_remove_all and index == self.num_stages) or self._empties_longest_cot(index):
             return _spec("step", "all", 0, self.fill)
-        if self.direction == "inductive":
+        if self.side == "inductive":
             return _spec("step", "stride", 1 + index * self.steps_per_stage, self.fill)
-        return _spec("step", self.direction, index * self.steps_per_stage, self.fill)
+        return _spec("step", self.side, index * self.steps_per_stage, self.fill)
 
     def removed_count(self, step: int) -> float:
         spec = self._stage_spec(self.stage(step))
@@ -389,40 +463,30 @@ class LogICoT(Schedule):
     """Log-ICoT: stage t = 1, 2, … pads the steps of the t - 1 lowest tree levels (``which="levels"``).
 
     With ``L = num_levels`` (the deepest ``cot_level``; bound from the data when None), t runs 1..L + 1 — the last
-    stage pads every step — optionally followed by a stage that drops the whole CoT (``final_drop``).
+    stage pads every step — optionally followed by a stage that drops the whole CoT (``final_remove_all``).
     """
 
     name: ClassVar[str] = "log_icot"
+    units: ClassVar[tuple[str, ...]] = ("step",)
+    sides: ClassVar[tuple[str, ...]] = ("left",)  # levels go from the input up
+    fill: str = "pad"
+    unit: str = "step"
     num_levels: int | None = None
     stage_length: float = 1.0
     stage_unit: str = "epochs"
-    fill: str = "pad"
-    final_drop: bool = False
+    final_remove_all: bool = False
 
     def __post_init__(self) -> None:
-        _check_choice("stage_unit", self.stage_unit, ("epochs", "steps"))
-        _check_choice("fill", self.fill, FILLS)
-        if not self.stage_length > 0:
-            raise ValueError(f"stage_length {self.stage_length} is not allowed; it must be > 0.")
-        if self.num_levels is not None and self.num_levels < 1:
-            raise ValueError(f"num_levels {self.num_levels} is not allowed; it must be >= 1.")
-
-    def bind(
-        self,
-        steps_per_epoch: int | None,
-        max_cot_level: int | None = None,
-        max_cot_tokens: int | None = None,
-        max_cot_steps: int | None = None,
-    ) -> None:
-        super().bind(steps_per_epoch)
-        if self.num_levels is None and max_cot_level is not None:
-            self.num_levels = max(1, int(max_cot_level))
+        super().__post_init__()
+        check_choice("stage_unit", self.stage_unit, STAGE_UNITS)
+        check_positive("stage_length", self.stage_length)
+        check_at_least("num_levels", self.num_levels, 1)
 
     def stage(self, step: int) -> int:
         if self.num_levels is None:
             raise ValueError("LogICoT needs num_levels (the deepest cot_level of the data); set it or call bind().")
         index = step // _stage_steps(self.stage_length, self.stage_unit, self.steps_per_epoch)
-        return min(index, self.num_levels + (1 if self.final_drop else 0))
+        return min(index, self.num_levels + (1 if self.final_remove_all else 0))
 
     def removed_count(self, step: int) -> float:
         index = self.stage(step)
@@ -448,20 +512,15 @@ class Mixture(Schedule):
     """
 
     name: ClassVar[str] = "mixture"
-    unit: str = "token"
+    units: ClassVar[tuple[str, ...]] = ("token", "step")
+    takes_hint: ClassVar[bool] = True
     max_length: int | None = None
     weights: list[float] | None = None
-    hint: bool = False
-    side: str = "left"
-    fill: str = "drop"
     _cdf: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        _check_choice("mixture unit", self.unit, ("token", "step"))
-        _check_choice("removal side", self.side, ("left", "right"))
-        _check_choice("fill", self.fill, FILLS)
-        if self.max_length is not None and self.max_length < 0:
-            raise ValueError(f"mixture max_length {self.max_length} is not allowed; it must be >= 0.")
+        super().__post_init__()
+        check_at_least("mixture max_length", self.max_length, 0)
         if self.weights is not None and self.max_length is not None:
             raise ValueError("give mixture weights or mixture max_length, not both: weights already fix the lengths.")
         if self.weights is not None:

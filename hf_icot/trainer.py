@@ -35,8 +35,7 @@ from transformers.trainer_utils import has_length
 
 from hf_icot.collator import ICoTCollator, context_length
 from hf_icot.config import ICoTConfig, schedule_from_config
-from hf_icot.cot import PLACEHOLDER_TOKEN, hint_token
-from hf_icot.schedules import Schedule, schedule_from_dict
+from hf_icot.schedules import Schedule, SequenceLayout, schedule_from_dict
 
 logger = logging.getLogger(__name__)
 
@@ -132,13 +131,13 @@ class ICoTTrainer(Trainer):
                 f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
             )
         self.schedule = schedule if schedule is not None else schedule_from_config(args)
-        hint = bool(getattr(self.schedule, "hint", False))
+        layout = self.schedule.layout
         limit = context_length(model)
         self.skipped_too_long = 0
         with args.main_process_first(desc="hf_icot dataset preparation"):
             if train_dataset is not None:
                 train_dataset, self.skipped_too_long = data_collator.prepare_dataset(
-                    train_dataset, limit, args.too_long, hint
+                    train_dataset, limit, args.too_long, layout
                 )
                 if self.skipped_too_long:
                     logger.warning(
@@ -146,11 +145,11 @@ class ICoTTrainer(Trainer):
                     )
             if isinstance(eval_dataset, dict):
                 eval_dataset = {
-                    name: data_collator.prepare_dataset(split, limit, args.too_long, hint)[0]
+                    name: data_collator.prepare_dataset(split, limit, args.too_long, layout)[0]
                     for name, split in eval_dataset.items()
                 }
             elif eval_dataset is not None:
-                eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, hint)[0]
+                eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, layout)[0]
         if train_dataset is not None:
             data_collator.require_tokens(self._inserted_tokens(train_dataset))
         # The extent of the training data's CoTs: schedules end their curriculum where the longest CoT is gone.
@@ -189,11 +188,9 @@ class ICoTTrainer(Trainer):
 
     def _inserted_tokens(self, dataset: Any) -> list[str]:
         """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
-        tokens = [PLACEHOLDER_TOKEN] if getattr(self.schedule, "fill", "drop") == "pad" else []
-        if getattr(self.schedule, "hint", False) and len(dataset):
-            column = "n_cot_tokens" if getattr(self.schedule, "unit", "token") == "token" else "n_cot_steps"
-            tokens += [hint_token(n) for n in range(max(dataset[column]) + 1)]
-        return tokens
+        layout = self.schedule.layout
+        column = "n_cot_tokens" if layout.unit == "token" else "n_cot_steps"
+        return layout.inserted_tokens(max(dataset[column], default=0))
 
     # -- curriculum ------------------------------------------------------------------------------------------------
 
@@ -324,18 +321,9 @@ class ICoTTrainer(Trainer):
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
 
     @property
-    def keeps_positions(self) -> bool:
-        """Whether the curriculum keeps position ids after removed CoT tokens (generation must do the same)."""
-        return getattr(self.schedule, "fill", "drop") == "keep_position"
-
-    def generation_layout(self) -> dict[str, Any]:
-        """How this run's sequences are laid out, as :func:`hf_icot.evaluation.evaluate_generation` needs to know:
-        what a length hint counts, whether positions are kept, and which side the curriculum removes from."""
-        return {
-            "hint_unit": self.args.mixture_unit,
-            "keep_position": self.keeps_positions,
-            "removal_side": getattr(self.schedule, "side", "left"),
-        }
+    def layout(self) -> SequenceLayout:
+        """How this run's sequences are laid out (the schedule's): what generation must reproduce."""
+        return self.schedule.layout
 
     def evaluate_generation(self) -> dict[str, float]:
         """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none)."""
@@ -355,7 +343,7 @@ class ICoTTrainer(Trainer):
                 modes=list(self.args.eval_modes),
                 batch_size=self.args.per_device_eval_batch_size,
                 max_new_tokens=self.args.max_new_tokens,
-                **self.generation_layout(),
+                layout=self.layout,
             )
             prefix = f"eval_{name}_" if name else "eval_"
             metrics.update({prefix + key: value for key, value in results.items()})

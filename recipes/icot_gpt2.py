@@ -199,9 +199,9 @@ def load_model_and_tokenizer(args: ScriptArguments, training_args: Any, dataset:
         else:
             reason = f"the Hub has no such model or is unreachable ({str(error).splitlines()[0]}); check the id"
         raise ValueError(f"cannot load the model {name!r}: {reason}.") from None
-    uses_placeholder = (
-        training_args.removal_fill or ("pad" if training_args.schedule == "log_icot" else "drop")
-    ) == "pad"
+    from hf_icot.config import schedule_from_config
+
+    uses_placeholder = schedule_from_config(training_args).layout.uses_placeholder
     hint_length = _hint_length(training_args, dataset, tokenizer)
     prepare_tokenizer_for_icot(tokenizer, model, max_hint_length=hint_length, use_placeholder=uses_placeholder)
     return model, tokenizer
@@ -209,13 +209,14 @@ def load_model_and_tokenizer(args: ScriptArguments, training_args: Any, dataset:
 
 def _hint_length(training_args: Any, dataset: Any, tokenizer: Any = None) -> int:
     """The longest length hint a mixture with hints needs a token for (0: no hints)."""
+    from hf_icot.config import schedule_from_config
     from hf_icot.cot import cot_token_count
 
     if not training_args.length_hint:
         return 0
     if training_args.mixture_max_length is not None:
         return training_args.mixture_max_length
-    if training_args.mixture_unit == "step":
+    if schedule_from_config(training_args).layout.unit == "step":
         return max(len(example["cot"]) for example in dataset["train"])
     return max(cot_token_count(example, tokenizer) for example in dataset["train"])
 
@@ -350,7 +351,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
             evaluation_sets,
             modes=["implicit", "explicit", *hints],
             batch_size=training_args.per_device_eval_batch_size,
-            **trainer.generation_layout(),
+            layout=trainer.layout,
         )
         metrics = flatten_split_metrics(results)
     trainer.accelerator.wait_for_everyone()
@@ -388,7 +389,7 @@ def main(script_args: ScriptArguments, training_args: Any) -> dict[str, float]:
                 "answer": example["answer"],
                 "max_new_tokens": answer_tokens + 8,
                 # keep_position models expect the answer where the full CoT would have ended
-                "position_shift": cot_token_count(example, tokenizer) if trainer.keeps_positions else 0,
+                "position_shift": cot_token_count(example, tokenizer) if trainer.layout.keeps_positions else 0,
             },
             license=script_args.card_license,
             inference_setting=f"{trainer.args.device.type}, batch size {training_args.per_device_eval_batch_size}",

@@ -14,6 +14,7 @@ from hf_icot.collator import (
     split_generation,
 )
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec, example_features, truncate
+from hf_icot.schedules import SequenceLayout
 from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 from tests.hf_icot.tiny_task import tiny_bpe_tokenizer
 
@@ -165,4 +166,4 @@ def test_too_long_sequences_error_or_are_skipped(words):
     _, skipped = collator.prepare_dataset(dataset, max_length=22)
     assert skipped == 0
     with pytest.raises(ValueError, match="example 0 is 23 tokens"):  # the hint needs one more position
-        collator.prepare_dataset(dataset, max_length=22, hint=True)
+        collator.prepare_dataset(dataset, max_length=22, layout=SequenceLayout(hint=True))

@@ -34,6 +34,7 @@ from hf_icot.evaluation import (
     preprocess_logits_for_metrics,
 )
 from hf_icot.generation import generate_batched
+from hf_icot.schedules import SequenceLayout
 
 WORDS = ["<pad>", "<unk>", "<eos>", "####", "+", "*", "(", ")"] + list("0123456789") + [f"<len_{k}>" for k in range(6)]
 FILLER = "("  # what the scripted model writes once its script is spent
@@ -204,7 +205,7 @@ def test_default_token_cap_follows_the_gold_lengths_of_each_mode(tokenizer):
     assert default_max_new_tokens(EXAMPLES, tokenizer, "implicit") == 5 + 8
     assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1") == 1 + 1 + 5 + 8
     # Under step hints, the last step is 3 tokens ("+ 7 8", "8 9 0"): longest "8 9 0 <eos> #### 2 3 4 <eos>".
-    assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1", hint_unit="step") == 3 + 1 + 4 + 1 + 8
+    assert default_max_new_tokens(EXAMPLES, tokenizer, "hint=1", SequenceLayout(unit="step")) == 3 + 1 + 4 + 1 + 8
 
 
 def test_gold_cot_under_a_hint_keeps_the_units_the_removal_side_leaves(tokenizer):
@@ -213,9 +214,9 @@ def test_gold_cot_under_a_hint_keeps_the_units_the_removal_side_leaves(tokenizer
     assert gold_cot_text(example, tokenizer, hint=3) == "+ 7 8"
     assert gold_cot_text(example, tokenizer, hint=0) == ""
     assert gold_cot_text(example, tokenizer, hint=9) == "5 6 + 7 8"
-    assert gold_cot_text(example, tokenizer, hint=1, hint_unit="step") == "+ 7 8"
-    assert gold_cot_text(example, tokenizer, hint=3, removal_side="right") == "5 6 +"
-    assert gold_cot_text(example, tokenizer, hint=1, hint_unit="step", removal_side="right") == "5 6"
+    assert gold_cot_text(example, tokenizer, hint=1, layout=SequenceLayout(unit="step")) == "+ 7 8"
+    assert gold_cot_text(example, tokenizer, hint=3, layout=SequenceLayout(side="right")) == "5 6 +"
+    assert gold_cot_text(example, tokenizer, hint=1, layout=SequenceLayout(unit="step", side="right")) == "5 6"
 
 
 def test_model_without_position_ids_gets_batches_of_one_prompt_length(tokenizer):
@@ -422,6 +423,9 @@ def test_a_shift_can_start_inside_the_continuation(tiny_gpt2, tokenizer):
     assert at_start[0] != expected  # where the shift starts matters to this model, so the test can fail
 
 
+KEPT = SequenceLayout(fill="keep_position")
+
+
 def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripted, tokenizer):
     import hf_icot.evaluation as evaluation
 
@@ -432,18 +436,19 @@ def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripte
         return [[] for _ in prompts]  # only the shifts are under test here
 
     monkeypatch.setattr(evaluation, "generate_batched", spy)
-    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["implicit"], keep_position=True)
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["implicit"], layout=KEPT)
     expected = [(len(p) - 1, len(" ".join(ex["cot"]).split())) for p, ex in zip(seen["prompts"], EXAMPLES)]
     assert seen["shifts"] == expected and any(shift for _, shift in expected)
-    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["explicit"], keep_position=True)
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["explicit"], layout=KEPT)
     assert seen["shifts"] is None
     # Under a hint, a left removal shifts from the first generated token, a right one from the <eos> after the kept.
-    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], keep_position=True)
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], layout=KEPT)
     totals = [len(" ".join(ex["cot"]).split()) for ex in EXAMPLES]
     assert seen["shifts"] == [(len(p), n - min(2, n)) for p, n in zip(seen["prompts"], totals)]
-    evaluation.evaluate_generation(
-        scripted, tokenizer, EXAMPLES, modes=["hint=2"], keep_position=True, removal_side="right"
-    )
+    right = SequenceLayout(fill="keep_position", side="right")
+    evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], layout=right)
     assert seen["shifts"] == [(len(p) + min(2, n), n - min(2, n)) for p, n in zip(seen["prompts"], totals)]
-    with pytest.raises(ValueError, match=r"^removal_side 'middle' is unknown; allowed: 'left', 'right'\.$"):
-        evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], removal_side="middle")
+    with pytest.raises(
+        ValueError, match=r"^removal side 'middle' is not allowed; choose one of left, right, inductive\.$"
+    ):
+        SequenceLayout(side="middle")

@@ -159,16 +159,16 @@ def test_example_uniforms_are_uniform_and_pure():
 
 def test_staged_left_right_and_inductive_remove_whole_steps():
     example = {"question": "q", "cot": ["s1", "s2", "s3", "s4", "s5", "s6"], "answer": "a"}
-    left = Staged(direction="left", steps_per_stage=2, stage_length=3, stage_unit="steps")
+    left = Staged(side="left", steps_per_stage=2, stage_length=3, stage_unit="steps")
     assert [left.stage(s) for s in (0, 2, 3, 6, 9, 30)] == [0, 0, 1, 2, 3, 10]
     assert truncate(example, left.spec(3)).tokens == ("s3", "s4", "s5", "s6")
     assert truncate(example, left.spec(30)).kept == 0  # saturates at all
-    right = Staged(direction="right", stage_length=1, stage_unit="epochs", num_stages=3, final_remove_all=True)
+    right = Staged(side="right", stage_length=1, stage_unit="epochs", num_stages=3, final_remove_all=True)
     right.bind(5)
     assert [right.stage(s) for s in (0, 5, 10, 15, 99)] == [0, 1, 2, 3, 3]
     assert truncate(example, right.spec(10)).tokens == ("s1", "s2", "s3", "s4")
     assert right.spec(15).which == "all"
-    inductive = Staged(direction="inductive", stage_length=1, stage_unit="steps")
+    inductive = Staged(side="inductive", stage_length=1, stage_unit="steps")
     assert truncate(example, inductive.spec(0)).tokens == tuple(example["cot"])
     assert truncate(example, inductive.spec(1)).tokens == ("s2", "s4", "s6")
     assert truncate(example, inductive.spec(2)).tokens == ("s3", "s6")
@@ -177,9 +177,9 @@ def test_staged_left_right_and_inductive_remove_whole_steps():
 @pytest.mark.parametrize("direction, fill", [("left", "drop"), ("right", "pad"), ("inductive", "keep_position")])
 def test_staged_bound_to_the_longest_cot_ends_there_and_truncates_the_same(direction, fill):
     six, four = ["s1", "s2", "s3", "s4", "s5", "s6"], ["s1", "s2", "s3", "s4"]
-    bound = Staged(direction=direction, steps_per_stage=2, stage_length=3, stage_unit="steps", fill=fill)
+    bound = Staged(side=direction, steps_per_stage=2, stage_length=3, stage_unit="steps", fill=fill)
     bound.bind(None, max_cot_steps=6)  # stage 3 removes 6 steps (stride 7 for inductive): nothing of 6 steps is left
-    free = Staged(direction=direction, steps_per_stage=2, stage_length=3, stage_unit="steps", fill=fill)
+    free = Staged(side=direction, steps_per_stage=2, stage_length=3, stage_unit="steps", fill=fill)
     assert [bound.stage(s) for s in (0, 8, 9, 12, 300)] == [0, 2, 3, 3, 3]
     assert free.stage(300) == 100
     assert (bound.removed_count(8), bound.removed_count(9)) == (4, math.inf) and bound.spec(300).which == "all"
@@ -199,7 +199,7 @@ def test_log_icot_pads_tree_levels_stage_by_stage():
         "cot_level": [1, 1, 1, 1, 2, 2, 3],
         "answer": "0",
     }
-    schedule = LogICoT(stage_length=2, stage_unit="steps", final_drop=True)
+    schedule = LogICoT(stage_length=2, stage_unit="steps", final_remove_all=True)
     schedule.bind(None, max_cot_level=3)
     assert schedule.num_levels == 3
     for t in range(1, 5):  # stage t pads the first k (1 - 2^-(t-1)) intermediate tokens
@@ -243,7 +243,7 @@ def test_baselines():
         Stepwise(
             remove_per_epoch=3, removal_smoothing_lambda=2.0, remove_all_when_remove_beyond=7, reset_optimizer=True
         ),
-        Staged(direction="inductive", num_stages=3, final_remove_all=True),
+        Staged(side="inductive", num_stages=3, final_remove_all=True),
         LogICoT(num_levels=3),
         Mixture(unit="step", weights=[1.0, 2.0], hint=True),
     ],

@@ -12,6 +12,7 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 
 from hf_icot.config import ICoTConfig, parse_config
 from hf_icot.evaluation import evaluate_generation
+from hf_icot.schedules import Mixture, SequenceLayout
 from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 from hf_icot.trainer import ICoTTrainer, NonFiniteLossError
 from tests.hf_icot.tiny_task import counting_examples, tiny_bpe_tokenizer, tiny_gpt2
@@ -151,7 +152,7 @@ def test_mixture_with_hints_and_kept_positions_answers_under_every_hint(tmp_path
     assert min(metrics[f"eval_{mode}/cot_em"] for mode in hints) >= 0.8, metrics
     other_side = "left" if side == "right" else "right"
     wrong = evaluate_generation(
-        trainer.model, tokenizer, test, modes=["hint=3"], keep_position=True, removal_side=other_side
+        trainer.model, tokenizer, test, modes=["hint=3"], layout=SequenceLayout(fill="keep_position", side=other_side)
     )
     assert wrong["hint=3/answer_em"] < 0.5 and wrong["hint=3/cot_em"] < 0.5  # the side matters: the test can fail
 
@@ -231,9 +232,9 @@ def test_config_from_yaml_with_command_line_overrides(tmp_path):
             }
         )
     )
-    (args,) = parse_config(ICoTConfig, ["--config", str(recipe), "--learning_rate", "1e-4", "--mixture_unit", "step"])
+    (args,) = parse_config(ICoTConfig, ["--config", str(recipe), "--learning_rate", "1e-4", "--removal_unit", "step"])
     assert args.schedule == "mixture" and args.mixture_weights == [1, 2, 3] and args.length_hint is True
-    assert args.learning_rate == 1e-4 and args.mixture_unit == "step" and args.removal_smoothing_lambda == math.inf
+    assert args.learning_rate == 1e-4 and args.removal_unit == "step" and args.removal_smoothing_lambda == math.inf
     assert args.eval_modes == ["implicit", "hint=2"] and args.remove_unused_columns is False
     recipe.write_text(yaml.safe_dump({"output_dir": "x", "remove_speed": 2}))
     with pytest.raises(ValueError, match="unknown key\\(s\\) remove_speed"):
@@ -248,7 +249,10 @@ def test_config_from_yaml_with_command_line_overrides(tmp_path):
         ({"remove_start_from": -1}, "remove_start_from -1 is not allowed"),
         ({"too_long": "truncate"}, "too_long 'truncate' is not allowed"),
         ({"eval_modes": ["cot"]}, "evaluation mode 'cot' is unknown"),
-        ({"removal_side": "inductive"}, "removal_side 'inductive' is a staged curriculum"),
+        ({"removal_side": "inductive"}, "stepwise removal side 'inductive' is not allowed; choose one of left, right"),
+        ({"schedule": "log_icot", "removal_side": "right"}, "log_icot removal side 'right' is not allowed"),
+        ({"schedule": "staged", "removal_unit": "token"}, "staged unit 'token' is not allowed; choose one of step"),
+        ({"length_hint": True}, "length hints are for the mixture schedule; stepwise takes hint=False"),
         ({"schedule": "staged", "stage_unit": "hours"}, "stage_unit 'hours' is not allowed"),
         ({"schedule": "mixture", "mixture_weights": [-1.0]}, "mixture weights"),
         ({"remove_unused_columns": True}, "remove_unused_columns=True would drop"),
@@ -305,3 +309,35 @@ def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
     trainer.train()
     assert len(seen) == 36 and all(hint == f"<len_{kept}>" for hint, kept in seen)
     assert len({kept for _, kept in seen}) >= 4  # lengths 0..4 drawn per example and step
+
+
+def test_the_schedule_alone_sets_the_layout_evaluation_follows(tmp_path, monkeypatch):
+    # A step mixture with hints passed as a schedule object, with default args (whose removal_unit is unset): hints
+    # count whole steps in training, so evaluation must ask for and score whole steps too.
+    import hf_icot.evaluation as evaluation
+    from hf_icot.collator import encode_text
+
+    train, test = counting_examples(length=4, n_test=4)
+    doubled = lambda example: {"cot": [f"{count} {count}" for count in example["cot"]]}  # noqa: E731
+    train, test = train.map(doubled), test.map(doubled)  # two tokens per step: token and step hints differ
+    tokenizer = build_word_level_tokenizer([train, test], max_hint_length=8)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(tmp_path, eval_modes=["hint=1"])
+    trainer = ICoTTrainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        eval_dataset=test,
+        processing_class=tokenizer,
+        schedule=Mixture(unit="step", hint=True),
+    )
+    assert trainer.layout == SequenceLayout(unit="step", hint=True)
+    eos = tokenizer.eos_token_id
+
+    def writes_the_last_step(model, tok, prompts, limit, batch_size, position_shifts=None):
+        rows = [list(test)[i] for i in range(len(prompts))]
+        return [encode_text(r["cot"][-1], tok) + [eos] + encode_text(f"#### {r['answer']}", tok) + [eos] for r in rows]
+
+    monkeypatch.setattr(evaluation, "generate_batched", writes_the_last_step)
+    metrics = trainer.evaluate_generation()
+    assert metrics["eval_hint=1/cot_em"] == 1.0 and metrics["eval_hint=1/answer_em"] == 1.0

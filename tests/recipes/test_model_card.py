@@ -154,6 +154,7 @@ def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_pat
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from hf_icot.evaluation import evaluate_generation
+    from hf_icot.schedules import SequenceLayout
     from hf_icot.tokenization import build_word_level_tokenizer
 
     examples = [{"question": f"{a} {b} {c}", "cot": [a, b, c], "answer": c} for a in "01" for b in "01" for c in "01"]
@@ -181,8 +182,8 @@ def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_pat
 
     def implicit_predictions(keep_position: bool) -> list[dict]:
         _, predictions = evaluate_generation(
-            model, tokenizer, examples, modes=["implicit"], max_new_tokens=6, keep_position=keep_position,
-            return_predictions=True,
+            model, tokenizer, examples, modes=["implicit"], max_new_tokens=6, return_predictions=True,
+            layout=SequenceLayout(fill="keep_position" if keep_position else "drop"),
         )  # fmt: skip
         return predictions["implicit"]
 
