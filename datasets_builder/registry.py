@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import re
 import typing
 from types import ModuleType
@@ -86,6 +87,35 @@ def make_params(task_name: str, **values: Any) -> Any:
     if unknown:
         raise ValueError(f"parameter {unknown[0]!r} is unknown for task {task_name!r}; allowed: {', '.join(known)}.")
     return task.Params(**values)
+
+
+def build_dataset(task_name: str, task_args: dict[str, Any] | None = None, progress: bool = False) -> tuple[Any, dict]:
+    """Build a task in memory — no folder is written — for a recipe that trains on it directly.
+
+    Args:
+        task_name: a registered task (:func:`task_names`).
+        task_args: its parameters (:func:`make_params`); unset ones take their defaults.
+        progress: show the task's progress bar.
+
+    Returns:
+        The ``datasets.DatasetDict`` (same rows as ``python -m datasets_builder build`` writes) and what a model
+        card says about it: ``source``, ``config``, ``task`` (reference text files are named by their folder, e.g.
+        gsm8k, which says more than the task's name) and ``fingerprint`` (the parameters and each split's datasets
+        fingerprint).
+
+    Raises:
+        ValueError: as :func:`make_params`, or the task's own one-sentence errors.
+    """
+    params = make_params(task_name, **(task_args or {}))
+    dataset = get_task(task_name).build(params, progress=progress)
+    fingerprints = ", ".join(f"{name} {split._fingerprint}" for name, split in dataset.items())
+    info = {
+        "source": f"datasets_builder:{task_name}",
+        "config": params.config_name(),
+        "task": params.config_name() if task_name == "reference_text" else task_name,
+        "fingerprint": f"built on the fly from {json.dumps(vars(params), sort_keys=True)} ({fingerprints})",
+    }
+    return dataset, info
 
 
 def check_task_module(task: ModuleType) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +161,10 @@ def parse_config(
 ) -> tuple[Any, ...]:
     """Parse ``--config file.yaml`` (defaults) and command-line flags (overrides) into dataclasses.
 
+    A mapping in the file (e.g. ``task_args``) is updated key by key by the same flag on the command line (a JSON
+    object), so ``--task_args '{"a_digits": 5}'`` keeps the file's other keys. Flags are written ``--name value`` or
+    ``--name=value`` (abbreviations are refused, so every spelling means the same).
+
     Args:
         dataclass_types: the dataclasses to fill (e.g. ``(ScriptArguments, ICoTConfig)``), as for HfArgumentParser.
         args: the argument strings (default: ``sys.argv[1:]``).
@@ -168,30 +173,58 @@ def parse_config(
         One instance per dataclass type, in order.
 
     Raises:
-        ValueError: a YAML key that no dataclass has, a YAML file that is not a mapping, or an invalid value.
+        ValueError: a config file that is missing, not YAML or not a mapping, a key that no dataclass has, or an
+            invalid value.
         SystemExit: argparse's usual exit on a bad flag or ``--help``.
     """
     types = [dataclass_types] if isinstance(dataclass_types, type) else list(dataclass_types)
-    pre = argparse.ArgumentParser(add_help=False)
+    args = list(sys.argv[1:] if args is None else args)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--config", default=None)
     known, remaining = pre.parse_known_args(args)
-    parser = HfArgumentParser(types)
+    parser = HfArgumentParser(types, allow_abbrev=False)
     parser.add_argument("--config", default=None, help="A YAML file whose keys set the defaults of the flags below.")
-    if known.config is not None:
-        with open(known.config, encoding="utf-8") as stream:
-            defaults = yaml.safe_load(stream) or {}
-        if not isinstance(defaults, dict):
-            raise ValueError(
-                f"config file {known.config} holds a {type(defaults).__name__}; it must be a mapping of flags."
-            )
-        accepted = {action.dest for action in parser._actions}
-        unknown = sorted(set(defaults) - accepted)
-        if unknown:
-            raise ValueError(f"config file {known.config} has unknown key(s) {', '.join(unknown)}; see --help.")
-        parser.set_defaults(**defaults)
-    outputs = parser.parse_args_into_dataclasses(args=list(remaining), look_for_args_file=False)
+    defaults = _read_config_file(known.config) if known.config is not None else {}
+    accepted = {action.dest for action in parser._actions}
+    unknown = sorted(set(defaults) - accepted)
+    if unknown:
+        raise ValueError(f"config file {known.config} has unknown key(s) {', '.join(unknown)}; see --help.")
+    parser.set_defaults(**defaults)
+    mappings = [key for key, value in defaults.items() if isinstance(value, dict)]
+    given = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for key in mappings:
+        given.add_argument(f"--{key}", default=None)
+    overridden = vars(given.parse_known_args(remaining)[0])
+    outputs = parser.parse_args_into_dataclasses(args=remaining, look_for_args_file=False)
     # The extra namespace holds only --config, already consumed.
-    return tuple(output for output in outputs if not isinstance(output, argparse.Namespace))
+    outputs = tuple(output for output in outputs if not isinstance(output, argparse.Namespace))
+    for key in mappings:
+        if overridden[key] is None:
+            continue
+        for output in outputs:
+            value = getattr(output, key, None)
+            if isinstance(value, dict):  # the dataclass has read the flag's JSON object
+                setattr(output, key, {**defaults[key], **value})
+    return outputs
+
+
+def _read_config_file(path: str) -> dict[str, Any]:
+    """The mapping of a recipe YAML file, or one sentence saying why it cannot be used."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            values = yaml.safe_load(stream) or {}
+    except FileNotFoundError:
+        raise ValueError(f"config file {path} does not exist; give the path of a recipe YAML file.") from None
+    except IsADirectoryError:
+        raise ValueError(f"config file {path} is a folder; give the path of a recipe YAML file.") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "malformed"
+        raise ValueError(f"config file {path} is not valid YAML{where} ({problem}); fix it or see --help.") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"config file {path} holds a {type(values).__name__}; it must be a mapping of flags.")
+    return values
 
 
 #: Which ICoTConfig field sets each layout field of every schedule (see :class:`hf_icot.schedules.SequenceLayout`).

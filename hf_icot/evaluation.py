@@ -146,6 +146,38 @@ def gold_continuation_length(
     return plan_generation(example, tokenizer, mode, layout).gold_length
 
 
+def _generate(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    cases: Sequence[GenerationCase],
+    limit: int,
+    batch_size: int,
+    shifts: list[tuple[int, int]] | None,
+    accelerator: Any,
+) -> list[list[int]]:
+    """Generations of every case in order; with several processes, each generates its share (see
+    :func:`evaluate_generation`)."""
+    prompts = [case.prompt for case in cases]
+    if accelerator is None or accelerator.num_processes == 1:
+        return generate_batched(model, tokenizer, prompts, limit, batch_size, position_shifts=shifts)
+    from accelerate.utils import DistributedType, gather_object
+
+    sharded = accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
+    with accelerator.split_between_processes(list(range(len(cases))), apply_padding=True) as mine:
+        mine = list(mine)
+        generated = generate_batched(
+            model,
+            tokenizer,
+            [prompts[i] for i in mine],
+            limit,
+            batch_size,
+            position_shifts=None if shifts is None else [shifts[i] for i in mine],
+            **({"synced_gpus": True} if sharded else {}),
+        )
+    by_index = dict(gather_object(list(zip(mine, generated))))
+    return [by_index[i] for i in range(len(cases))]
+
+
 def _max_new_tokens(cases: Sequence[GenerationCase]) -> int:
     # A quarter (at least 8 tokens) of slack lets a model writing a slightly longer CoT still reach its answer.
     longest = max(case.gold_length for case in cases)
@@ -174,6 +206,7 @@ def evaluate_generation(
     hint_lengths: Sequence[int] | None = None,
     layout: SequenceLayout | None = None,
     return_predictions: bool = False,
+    accelerator: Any = None,
 ) -> dict[str, float] | tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
     """Generate greedily in each mode and score the answers (and CoTs) by exact match.
 
@@ -193,6 +226,10 @@ def evaluate_generation(
             a removal from ``layout.side`` keeps, counted in ``layout.unit``. See :func:`plan_generation`.
         return_predictions: also return, per mode, one record per example (question, generated and gold CoT and
             answer, whether each matched).
+        accelerator: the run's ``accelerate.Accelerator``. With several processes, every process must call this:
+            each generates an equal share of the examples (the last one repeated to even them out), in lockstep
+            when the model is sharded (FSDP: ``synced_gpus``), and all get the same metrics from the gathered
+            generations. Speeds then count the whole set over the distributed wall time.
 
     Returns:
         ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
@@ -221,9 +258,7 @@ def evaluate_generation(
         limit = max_new_tokens if max_new_tokens is not None else _max_new_tokens(cases)
         shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
         start = time.perf_counter()
-        continuations = generate_batched(
-            model, tokenizer, [case.prompt for case in cases], limit, batch_size, position_shifts=shifts
-        )
+        continuations = _generate(model, tokenizer, cases, limit, batch_size, shifts, accelerator)
         seconds = max(time.perf_counter() - start, 1e-9)
 
         parsed = [split_generation(ids, tokenizer, base) for ids in continuations]

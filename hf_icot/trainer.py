@@ -13,6 +13,8 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **Exact resume**: the schedule and the run-time flags ride in ``trainer_state.json`` (an ``ExportableState``
   callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on any number of
   processes — continues the same curriculum.
+* **The end of a run** (:mod:`hf_icot.run_outputs`): ``evaluate_splits``, ``save_run``, ``create_model_card``,
+  ``push_to_hub``.
 * **Non-finite loss** stops training with :class:`NonFiniteLossError` before the optimizer steps, so the last saved
   checkpoint stays the last good one.
 """
@@ -31,10 +33,11 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import has_length
+from transformers.trainer_utils import get_last_checkpoint, has_length
 
 from hf_icot.collator import ICoTCollator, context_length
 from hf_icot.config import ICoTConfig, schedule_from_config
+from hf_icot.run_outputs import RunOutputsMixin
 from hf_icot.schedules import Schedule, SequenceLayout, schedule_from_dict
 
 logger = logging.getLogger(__name__)
@@ -76,7 +79,7 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
             self.trainer._restore_curriculum_state(saved["attributes"])
 
 
-class ICoTTrainer(Trainer):
+class ICoTTrainer(RunOutputsMixin, Trainer):
     """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
 
     Args:
@@ -96,6 +99,7 @@ class ICoTTrainer(Trainer):
         trainer = ICoTTrainer(model=model, args=args, train_dataset=dataset["train"],
                               eval_dataset=dataset["validation"], processing_class=tokenizer)
         trainer.train()
+        metrics = trainer.evaluate_splits({"test": dataset["test"]})  # then save_run, create_model_card, push_to_hub
 
     Raises:
         ValueError: ``args`` not an ``ICoTConfig``, no tokenizer, a collator that is not an ``ICoTCollator``, a
@@ -287,14 +291,7 @@ class ICoTTrainer(Trainer):
 
     def _last_checkpoint(self) -> str | None:
         folder = self.args.output_dir
-        if not folder or not os.path.isdir(folder):
-            return None
-        steps = [
-            int(name.split("-")[1])
-            for name in os.listdir(folder)
-            if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
-        ]
-        return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
+        return get_last_checkpoint(folder) if folder and os.path.isdir(folder) else None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self.state.global_step > 0:
@@ -326,25 +323,16 @@ class ICoTTrainer(Trainer):
         return self.schedule.layout
 
     def evaluate_generation(self) -> dict[str, float]:
-        """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none)."""
+        """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none); call it
+        on every process (:meth:`generation_metrics`)."""
         if not self.args.eval_modes or self.eval_dataset is None:
             return {}
-        from hf_icot.evaluation import evaluate_generation  # evaluation pulls in the metric; load it only when used
-
         splits = self.eval_dataset if isinstance(self.eval_dataset, dict) else {"": self.eval_dataset}
         metrics: dict[str, float] = {}
         for name, split in splits.items():
             if self.args.generation_eval_examples is not None:
                 split = split.select(range(min(len(split), self.args.generation_eval_examples)))
-            results = evaluate_generation(
-                self.accelerator.unwrap_model(self.model),
-                self.processing_class,
-                split,
-                modes=list(self.args.eval_modes),
-                batch_size=self.args.per_device_eval_batch_size,
-                max_new_tokens=self.args.max_new_tokens,
-                layout=self.layout,
-            )
+            results = self.generation_metrics(split, list(self.args.eval_modes))
             prefix = f"eval_{name}_" if name else "eval_"
             metrics.update({prefix + key: value for key, value in results.items()})
         return metrics
@@ -356,11 +344,9 @@ class ICoTTrainer(Trainer):
         if self.args.evaluate_each_stage and self.eval_dataset is not None:
             metrics.update(self.evaluate())
             if self.args.eval_modes:
-                if self.accelerator.is_main_process:
-                    generation = self.evaluate_generation()
-                    metrics.update(generation)
-                    self.log({**generation, "cot/stage": stage})
-                self.accelerator.wait_for_everyone()
+                generation = self.evaluate_generation()  # every process: one rule under DDP and FSDP alike
+                metrics.update(generation)
+                self.log({**generation, "cot/stage": stage})
         self.stage_metrics[stage] = metrics
         if self.args.keep_stage_checkpoints:
             self._save_stage_checkpoint(stage, step, metrics)

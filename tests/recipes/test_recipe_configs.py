@@ -45,11 +45,11 @@ def test_yaml_parses_to_a_mapping_and_opens_with_its_command(path: Path) -> None
 @pytest.mark.parametrize("path", CONFIGS, ids=_relative)
 def test_recipe_config_fills_the_recipe_arguments(path: Path) -> None:
     recipe = load_recipe()
-    script_args, training_args = recipe.parse_args(["--config", str(path)])
+    script_args, training_args, model_args = recipe.parse_args(["--config", str(path)])
     values = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert training_args.output_dir == values["output_dir"] and training_args.schedule == values["schedule"]
     assert script_args.task == values.get("task") and script_args.task_args == values.get("task_args")
-    assert (script_args.model_name_or_path, script_args.scratch_model) == (
+    assert (model_args.model_name_or_path, model_args.scratch_model) == (
         values.get("model_name_or_path"),
         values.get("scratch_model"),
     )
@@ -58,8 +58,9 @@ def test_recipe_config_fills_the_recipe_arguments(path: Path) -> None:
 def test_reference_configs_keep_the_reference_settings() -> None:
     recipe = load_recipe()
     for size in (4, 5, 7, 9):
-        script_args, args = recipe.parse_args(["--config", str(RECIPES / "configs" / f"icot_gpt2_{size}x{size}.yaml")])
-        assert script_args.model_name_or_path == "gpt2" and script_args.task_args["a_digits"] == size
+        config = str(RECIPES / "configs" / f"icot_gpt2_{size}x{size}.yaml")
+        script_args, args, model_args = recipe.parse_args(["--config", config])
+        assert model_args.model_name_or_path == "gpt2" and script_args.task_args["a_digits"] == size
         assert (args.remove_per_epoch, args.removal_smoothing_lambda, args.removal_side) == (8, 4.0, "left")
         assert args.reset_optimizer and args.learning_rate == 5e-5 and args.per_device_train_batch_size == 32
         assert args.max_grad_norm == 1.0 and args.optim.value == "adamw_torch"
@@ -80,10 +81,11 @@ def test_recipe_answers_help_with_every_option(script: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
+    from hf_icot.arguments import ModelArguments, ScriptArguments
     from hf_icot.config import ICoTConfig
 
-    recipe = load_recipe()
-    names = [f.name for cls in (recipe.ScriptArguments, ICoTConfig) for f in dataclasses.fields(cls) if f.init]
+    classes = (ScriptArguments, ModelArguments, ICoTConfig)
+    names = [f.name for cls in classes for f in dataclasses.fields(cls) if f.init]
     missing = [name for name in names if f"--{name}" not in result.stdout]
     assert not missing and "--config" in result.stdout
 
@@ -107,14 +109,32 @@ def test_readme_names_only_existing_files_and_every_config() -> None:
         assert _relative(path) in readme or path.relative_to(RECIPES).as_posix() in readme, path.name
 
 
-def test_flags_override_the_config_and_mappings_merge(tmp_path: Path) -> None:
-    recipe = load_recipe()
-    quickstart = str(RECIPES / "configs" / "icot_gpt2_4x4.yaml")
-    script_args, args = recipe.parse_args(
-        ["--config", quickstart, "--learning_rate", "3e-4", "--task_args", '{"a_digits": 5}', "--use_peft"]
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        ["--config", "{config}", "--task_args", '{"a_digits": 5}', "--scratch_model", '{"n_layer": 2}'],
+        ["--config={config}", '--task_args={"a_digits": 5}', '--scratch_model={"n_layer": 2}'],
+        ["--task_args", '{"a_digits": 5}', "--config", "{config}", '--scratch_model={"n_layer": 2}'],
+    ],
+    ids=["spaced", "equals", "config-last"],
+)
+def test_flags_override_the_config_and_mappings_merge(tmp_path: Path, spelling: list[str]) -> None:
+    config = tmp_path / "run.yaml"
+    values = yaml.safe_load((RECIPES / "configs" / "quickstart.yaml").read_text())
+    values["task"], values["task_args"] = "multiplication", {"a_digits": 4, "b_digits": 4, "train_size": 80}
+    config.write_text(yaml.safe_dump(values))
+    argv = [part.replace("{config}", str(config)) for part in spelling] + ["--learning_rate", "3e-4", "--use_peft"]
+    script_args, args, model_args = load_recipe().parse_args(argv)
+    assert args.learning_rate == 3e-4 and model_args.use_peft
+    assert script_args.task_args == {"a_digits": 5, "b_digits": 4, "train_size": 80}
+    assert model_args.scratch_model == {**values["scratch_model"], "n_layer": 2}
+
+
+def test_a_mapping_flag_without_a_mapping_in_the_file_is_taken_as_given(tmp_path: Path) -> None:
+    script_args, _, _ = load_recipe().parse_args(
+        ["--task", "parity", "--task_args", '{"k": 3}', "--scratch_model", "{}", "--output_dir", "unused"]
     )
-    assert args.learning_rate == 3e-4 and script_args.use_peft
-    assert script_args.task_args == {**yaml.safe_load(Path(quickstart).read_text())["task_args"], "a_digits": 5}
+    assert script_args.task_args == {"k": 3}
 
 
 @pytest.mark.parametrize(
@@ -129,6 +149,26 @@ def test_flags_override_the_config_and_mappings_merge(tmp_path: Path) -> None:
 def test_inconsistent_arguments_say_what_to_give(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         load_recipe().parse_args([*argv, "--output_dir", "unused"])
+
+
+def test_config_file_missing_malformed_or_not_a_mapping_is_one_sentence(tmp_path: Path) -> None:
+    recipe = load_recipe()
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(ValueError, match=rf"^config file {re.escape(str(missing))} does not exist; give the path"):
+        recipe.parse_args(["--config", str(missing)])
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("task: parity\nschedule: [stepwise\n  lr: 3\n")
+    with pytest.raises(ValueError) as caught:
+        recipe.parse_args(["--config", str(broken)])
+    assert re.fullmatch(
+        rf"config file {re.escape(str(broken))} is not valid YAML at line \d+, column \d+ \(.+\); .*",
+        str(caught.value),
+    )
+    assert "\n" not in str(caught.value)
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    with pytest.raises(ValueError, match="holds a list; it must be a mapping of flags"):
+        recipe.parse_args(["--config", str(listed)])
 
 
 def test_unknown_config_key_is_named(tmp_path: Path) -> None:

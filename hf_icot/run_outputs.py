@@ -1,0 +1,208 @@
+"""The end of an ICoT run as trainer methods (TRL puts ``create_model_card`` and ``push_to_hub`` on its trainers):
+evaluate generation on every split, save the model, write the card, curves and ``eval_results.json``, push.
+
+:class:`RunOutputsMixin` is mixed into :class:`hf_icot.trainer.ICoTTrainer`; its methods are called on every
+process of a multi-process run and decide themselves who does what:
+
+* generation is evaluated by **every** process, each on its share of the examples (in lockstep under FSDP, whose
+  forward needs every shard), and every process gets the same metrics — the same rule for the per-stage evaluation
+  and the final one;
+* under FSDP every process takes part in saving (the full state dict is gathered), otherwise the main process saves;
+* the card, the curves, ``eval_results.json`` and the push are the main process's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+EVAL_RESULTS_FILE = "eval_results.json"
+
+
+class RunOutputsMixin:
+    """Final evaluation, saving, model card and push for :class:`hf_icot.trainer.ICoTTrainer`."""
+
+    def generation_metrics(self, split: Any, modes: list[str]) -> dict[str, float]:
+        """:func:`hf_icot.evaluation.evaluate_generation` of ``split`` in ``modes`` with this run's layout, batch size
+        and token cap, on every process (see the module docstring)."""
+        from hf_icot.evaluation import evaluate_generation  # evaluation pulls in the metric; load it only when used
+
+        return evaluate_generation(
+            self.accelerator.unwrap_model(self.model),
+            self.processing_class,
+            split,
+            modes=modes,
+            batch_size=self.args.per_device_eval_batch_size,
+            max_new_tokens=self.args.max_new_tokens,
+            layout=self.layout,
+            accelerator=self.accelerator,
+        )
+
+    def evaluate_splits(self, splits: Mapping[str, Any], modes: list[str] | None = None) -> dict[str, float]:
+        """Generation exact match on each split of ``splits`` (name → examples), as ``<split>/<mode>/<metric>``.
+
+        ``modes`` defaults to implicit and explicit plus the ``hint=k`` modes of ``args.eval_modes``. Every split is
+        evaluated with its own default token cap (OOD splits may have longer CoTs) unless ``args.max_new_tokens``.
+        Call it on every process.
+        """
+        if modes is None:
+            hints = [mode for mode in self.args.eval_modes or [] if mode.startswith("hint=")]
+            modes = ["implicit", "explicit", *hints]
+        metrics: dict[str, float] = {}
+        for name, split in splits.items():
+            results = self.generation_metrics(split, modes)
+            metrics.update({f"{name}/{key}": value for key, value in results.items()})
+        return metrics
+
+    def weights_kind(self, merge_adapter: bool = False) -> str:
+        """What :meth:`save_run` writes: ``"full"``, ``"merged"`` (LoRA merged in) or ``"adapter"`` (LoRA alone)."""
+        from peft import PeftModel
+
+        if not isinstance(self.accelerator.unwrap_model(self.model), PeftModel):
+            return "full"
+        return "merged" if merge_adapter else "adapter"
+
+    def save_run(self, merge_adapter: bool = False, base_model_id: str | None = None) -> str:
+        """Save the trained model (safetensors) and tokenizer into ``args.output_dir``; returns :meth:`weights_kind`.
+
+        Args:
+            merge_adapter: merge a LoRA adapter into the weights and save a plain model (not under FSDP).
+            base_model_id: the Hub id an adapter saved alone names as its base.
+
+        Raises:
+            ValueError: ``merge_adapter`` under FSDP (save the adapter, then merge it in one process).
+        """
+        from hf_icot import hub
+
+        kind = self.weights_kind(merge_adapter)
+        if self.is_fsdp_enabled:
+            if merge_adapter:
+                raise ValueError(
+                    "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
+                )
+            self.save_model(self.args.output_dir)  # gathers the full state dict (or the adapter's) from the shards
+        elif self.is_world_process_zero():
+            hub.save_model(
+                self.accelerator.unwrap_model(self.model),
+                self.processing_class,
+                self.args.output_dir,
+                merge_adapter=merge_adapter,
+                base_model_id=base_model_id,
+            )
+        self.accelerator.wait_for_everyone()
+        return kind
+
+    def create_model_card(
+        self,
+        *,
+        metrics: Mapping[str, float],
+        dataset: Mapping[str, Any],
+        example: Mapping[str, Any],
+        weights_kind: str = "full",
+        base_model: str | None = None,
+        license: str | None = None,
+    ) -> Path | None:
+        """Write the loss curves, the model card and ``eval_results.json`` into ``args.output_dir`` (main process;
+        returns the card's path, None elsewhere).
+
+        Args:
+            metrics: :meth:`evaluate_splits`'s output (the card's results and model-index).
+            dataset: what the card says about the data (``source``, ``config``, ``task``, ``fingerprint``, and
+                ``splits``: rows per split).
+            example: an evaluation example for the card's how-to-use snippet, which asks it as evaluation does.
+            weights_kind: what :meth:`save_run` returned.
+            base_model: the model fine-tuned (a Hub id for a link), None when trained from scratch.
+            license: an SPDX-style license id.
+        """
+        from hf_icot.evaluation import plan_generation
+        from hf_icot.hub import write_text_atomic
+        from hf_icot.model_card import describe_run, save_training_curves, write_model_card
+
+        if not self.is_world_process_zero():
+            return None
+        output_dir, args = self.args.output_dir, self.args
+        run = describe_run(self)
+        save_training_curves(self.state.log_history, [s["start_step"] for s in run["schedule"]["stages"]], output_dir)
+        asked = plan_generation(example, self.processing_class, "implicit", self.layout)
+        path = write_model_card(
+            output_dir,
+            title=os.path.basename(os.path.normpath(args.hub_model_id or output_dir)),
+            model_ref=args.hub_model_id or output_dir,
+            base_model=base_model,
+            weights_kind=weights_kind,
+            dataset=dataset,
+            metrics=metrics,
+            example={
+                "question": example["question"],
+                "answer": example["answer"],
+                "max_new_tokens": asked.gold_length + 7,
+                # keep_position models expect the answer where the full CoT would have ended
+                "position_shift": asked.position_shift[1] if asked.position_shift else 0,
+            },
+            license=license,
+            inference_setting=f"{args.device.type}, batch size {args.per_device_eval_batch_size}",
+            **run,
+        )
+        write_text_atomic(
+            Path(output_dir) / EVAL_RESULTS_FILE, json.dumps(dict(metrics), indent=2, sort_keys=True) + "\n"
+        )
+        return path
+
+    def push_to_hub(
+        self,
+        commit_message: str | None = None,
+        blocking: bool = True,
+        token: str | None = None,
+        revision: str | None = None,
+        **kwargs: Any,
+    ) -> str | None:
+        """Upload the finished run folder (model or adapter, tokenizer, card, curves) to ``args.hub_model_id`` in
+        one commit (main process; returns the commit URL). Unlike ``Trainer.push_to_hub`` nothing is saved first:
+        call :meth:`save_run` and :meth:`create_model_card` before, so that a failed push can be retried with
+        ``python -m hf_icot.hub push``.
+
+        Raises:
+            hf_icot.hub.PushError: the upload failed; the message gives the retry command.
+        """
+        from hf_icot.hub import push_output_dir
+
+        if not self.is_world_process_zero():
+            return None
+        return push_output_dir(
+            self.args.output_dir,
+            self.args.hub_model_id,
+            private=bool(self.args.hub_private_repo),
+            revision=revision or self.args.hub_revision,
+            token=token or self.args.hub_token,
+        )
+
+
+def check_push_possible(hub_model_id: str | None, token: str | None, adapter_base: str | None = None) -> None:
+    """Fail before training, not after, when the final push cannot work.
+
+    Args:
+        hub_model_id: the model repo to push to.
+        token: a token given explicitly (else ``HF_TOKEN`` or the saved login).
+        adapter_base: for a LoRA adapter saved alone, the base model it will name.
+
+    Raises:
+        ValueError: no repo id, offline mode, no token, or an adapter that would name a local base model.
+    """
+    from huggingface_hub import constants, get_token
+
+    from hf_icot.hub import is_hub_id
+
+    if not hub_model_id:
+        raise ValueError("--push_to_hub needs --hub_model_id USER/NAME, the model repo to push to.")
+    if constants.is_offline_mode():
+        raise ValueError("--push_to_hub is set but HF_HUB_OFFLINE is set, so the Hub is unreachable; unset one.")
+    if not (token or get_token()):
+        raise ValueError("--push_to_hub needs a Hugging Face token: run `hf auth login` or set HF_TOKEN.")
+    if adapter_base is not None and not is_hub_id(adapter_base):
+        raise ValueError(
+            f"the adapter would name the local base model {adapter_base!r}, which others cannot load; "
+            "pass --base_model_hub_id with its Hub id, or --merge_adapter."
+        )
