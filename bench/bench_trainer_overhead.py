@@ -113,18 +113,30 @@ def run_bare(options, batches, vocab_size: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--schedule", default="stepwise", choices=["full_cot", "stepwise"])
-    parser.add_argument("--steps", type=int, default=150)
-    parser.add_argument("--warmup", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--n_layer", type=int, default=2)
-    parser.add_argument("--n_embd", type=int, default=128)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--schedule", default="stepwise", choices=["full_cot", "stepwise"], help="ICoTTrainer's curriculum"
+    )
+    parser.add_argument("--steps", type=int, default=150, help="training steps of each run, warm-up included")
+    parser.add_argument("--warmup", type=int, default=10, help="first steps of each run left out of the timing")
+    parser.add_argument("--repeats", type=int, default=3, help="timed (bare, ICoTTrainer) pairs; medians reported")
+    parser.add_argument("--batch_size", type=int, default=32, help="examples per step")
+    parser.add_argument("--n_layer", type=int, default=2, help="GPT-2 layers")
+    parser.add_argument("--n_embd", type=int, default=128, help="GPT-2 width (4 heads, so a multiple of 4)")
+    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch")
     options = parser.parse_args()
+    if not 1 <= options.warmup < options.steps:
+        parser.error(f"--warmup {options.warmup} must be >= 1 and below --steps {options.steps}.")
+    for name in ("repeats", "batch_size", "n_layer", "threads"):
+        if getattr(options, name) < 1:
+            parser.error(f"--{name} {getattr(options, name)} is not allowed; it must be >= 1.")
+    if options.n_embd < 4 or options.n_embd % 4:
+        parser.error(f"--n_embd {options.n_embd} is not a positive multiple of 4, the number of heads.")
     torch.set_num_threads(options.threads)
 
-    lines = (DATA / "4_by_4_mult" / "valid.txt").read_text().splitlines()
+    valid = DATA / "4_by_4_mult" / "valid.txt"
+    if not valid.is_file():
+        parser.error(f"{valid} is missing; the bench trains on the reference's lines, kept in ../shared/anchor-data.")
+    lines = valid.read_text().splitlines()
     examples = [parse_line(line, number) for number, line in enumerate(lines, 1)]
     import datasets  # after torch, as the Trainer imports it anyway
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -124,14 +123,24 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.replace(handle.name, path)
 
 
-_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
-
-
 def is_hub_id(name: str | None) -> bool:
-    """Whether ``name`` reads as a Hub repo id (``name`` or ``owner/name``) rather than a local path or a label."""
+    """Whether ``name`` reads as a Hub repo id (``name`` or ``owner/name``) rather than a local path or a label.
+
+    An existing local path is never a Hub id, even when it is spelled like one (``gpt2`` with a ``gpt2/`` folder
+    here): that is what ``from_pretrained`` would load. Otherwise the Hub client's own rule decides
+    (``huggingface_hub.utils.validate_repo_id``), so labels such as ``datasets_builder:multiplication``, paths such
+    as ``./gpt2`` or ``a/b/c``, and names the Hub refuses (``a--b``, ``name.git``) are not ids.
+    """
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
     if not name or os.path.exists(name):
         return False
-    return _HUB_ID.fullmatch(name) is not None and ".." not in name
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ with ``python -m hf_icot.hub push``."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -20,13 +19,9 @@ from tests.recipes.conftest import REPO, recipe_args, run_recipe
 COMMIT = r"^POST /api/models/.*/commit/"
 
 
-def _snapshot(folder: Path) -> dict[str, str]:
-    """Relative path -> sha256 of every file under ``folder``."""
-    return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    """Relative path -> bytes of every file under ``folder`` (hidden files and subfolders included)."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _published(folder: Path) -> dict[str, bytes]:
@@ -70,12 +65,25 @@ def test_push_uploads_the_run_folder_to_a_private_repo_and_a_branch(
 def test_recipe_push_failing_mid_upload_leaves_the_run_intact_and_the_cli_retries(
     tiny_gpt2: Path, tmp_path: Path, loopback_hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import hf_icot.hub
+
     monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
     loopback_hub.fail(500, COMMIT)  # the weights are uploaded (LFS), then the commit fails
     output = tmp_path / "run"
+    # The folder as the push found it: the Hub calls start in upload_in_one_commit, whoever calls the push.
+    before_push: list[dict[str, bytes]] = []
+    upload = hf_icot.hub.upload_in_one_commit
+
+    def snapshot_then_upload(api, folder, *args, **kwargs):
+        before_push.append(_snapshot(Path(folder)))
+        return upload(api, folder, *args, **kwargs)
+
+    monkeypatch.setattr(hf_icot.hub, "upload_in_one_commit", snapshot_then_upload)
     argv = recipe_args(tiny_gpt2, output, "--push_to_hub", "--hub_model_id", "loopback-user/icot-run")
     with pytest.raises(PushError) as caught:
         run_recipe(argv)
+    assert len(before_push) == 1, "the recipe pushed once, through hf_icot.hub"
+    assert _snapshot(output) == before_push[0], "the failed push left every file of the run folder as it was"
     message = str(caught.value)
     assert "\n" not in message and loopback_hub.token not in message
     assert (
@@ -86,7 +94,6 @@ def test_recipe_push_failing_mid_upload_leaves_the_run_intact_and_the_cli_retrie
     for name in ("model.safetensors", "tokenizer.json", "README.md", "training_curves.png", "eval_results.json"):
         assert (output / name).is_file(), name
     assert loopback_hub.files("loopback-user/icot-run", repo_type="model") == {}
-    before = _snapshot(output)
 
     result = subprocess.run(
         [sys.executable, *retry.split()[1:]], capture_output=True, text=True, timeout=120, cwd=REPO,
@@ -95,7 +102,7 @@ def test_recipe_push_failing_mid_upload_leaves_the_run_intact_and_the_cli_retrie
     assert result.returncode == 0, result.stderr[-2000:]
     assert loopback_hub.token not in result.stdout + result.stderr
     assert loopback_hub.files("loopback-user/icot-run", repo_type="model") == _published(output)
-    assert _snapshot(output) == before, "pushing only reads the folder"
+    assert _snapshot(output) == before_push[0], "the retried push only read the folder too"
 
 
 def test_refused_or_missing_token_is_one_sentence(run_folder: Path, loopback_hub, monkeypatch) -> None:

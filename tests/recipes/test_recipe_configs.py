@@ -29,7 +29,7 @@ def _relative(path: Path) -> str:
 def test_the_walk_finds_every_yaml() -> None:
     assert len(YAML_FILES) == len(CONFIGS) + len(ACCELERATE) >= 10
     assert {p.name for p in CONFIGS} >= {"quickstart.yaml", "icot_gpt2_4x4.yaml", "icot_gpt2_gsm8k.yaml"}
-    assert {p.name for p in ACCELERATE} >= {"single_process.yaml", "ddp.yaml", "ddp_cpu.yaml", "fsdp.yaml"}
+    assert {p.name for p in ACCELERATE} >= {"single_process.yaml", "cpu.yaml", "ddp.yaml", "ddp_cpu.yaml", "fsdp.yaml"}
 
 
 @pytest.mark.parametrize("path", YAML_FILES, ids=_relative)
@@ -66,12 +66,46 @@ def test_reference_configs_keep_the_reference_settings() -> None:
         assert args.max_grad_norm == 1.0 and args.optim.value == "adamw_torch"
 
 
+#: What each accelerate config's opening comment promises, as the values accelerate loads from it.
+FSDP_PROMISES = {
+    "fsdp_version": 2,  # FSDP2
+    "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",  # each transformer block is one shard unit
+    "fsdp_state_dict_type": "FULL_STATE_DICT",  # rank 0 saves one plain safetensors model
+    "fsdp_offload_params": False,
+    "fsdp_activation_checkpointing": False,
+}
+ACCELERATE_PROMISES = {
+    # one process, the GPU if there is one, else the CPU (use_cpu false lets accelerate choose)
+    "single_process.yaml": {"distributed_type": "NO", "num_processes": 1, "use_cpu": False, "mixed_precision": "no"},
+    # one process on the CPU with all its cores (use_cpu is what makes the launcher give it one thread per core)
+    "cpu.yaml": {"distributed_type": "NO", "num_processes": 1, "use_cpu": True, "mixed_precision": "no"},
+    # DDP over 8 GPUs, fp32 as the stepwise-ICoT reference trains
+    "ddp.yaml": {"distributed_type": "MULTI_GPU", "num_processes": 8, "use_cpu": False, "mixed_precision": "no"},
+    # DDP over 2 CPU processes (gloo), what the tests run
+    "ddp_cpu.yaml": {"distributed_type": "MULTI_GPU", "num_processes": 2, "use_cpu": True, "mixed_precision": "no"},
+    # FSDP2 over 8 GPUs in bf16
+    "fsdp.yaml": {"distributed_type": "FSDP", "num_processes": 8, "use_cpu": False, "mixed_precision": "bf16"},
+}
+
+
 @pytest.mark.parametrize("path", ACCELERATE, ids=_relative)
-def test_accelerate_config_loads(path: Path) -> None:
+def test_accelerate_config_holds_what_its_comment_promises(path: Path) -> None:
     from accelerate.commands.config.config_args import load_config_from_file
 
+    assert path.name in ACCELERATE_PROMISES, f"add what {path.name}'s comment promises to ACCELERATE_PROMISES"
     config = load_config_from_file(str(path))
-    assert config.num_processes >= 1 and config.distributed_type is not None
+    loaded = {
+        "distributed_type": config.distributed_type.value,
+        "num_processes": config.num_processes,
+        "use_cpu": config.use_cpu,
+        "mixed_precision": config.mixed_precision,
+    }
+    assert loaded == ACCELERATE_PROMISES[path.name]
+    assert (config.num_machines, config.machine_rank, config.compute_environment.value) == (1, 0, "LOCAL_MACHINE")
+    if config.distributed_type.value == "FSDP":
+        assert {key: config.fsdp_config.get(key) for key in FSDP_PROMISES} == FSDP_PROMISES
+    else:
+        assert config.fsdp_config == {}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=_relative)

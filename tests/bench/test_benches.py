@@ -1,0 +1,117 @@
+"""Every ``bench/*.py`` answers ``--help`` truthfully (its docstring's flags exist, every option says what it does)
+and runs a tiny case that prints its table and its ratio. The figures of a tiny case mean nothing: the tests read
+that they are printed and positive, never their size."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BENCHES = sorted((REPO / "bench").glob("*.py"))
+NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+#: The tiny case of each bench: a few examples, steps and repeats of a model a few units wide.
+TINY = {
+    "bench_build.py": ["--train-size", "64", "--repeat", "1"],
+    "bench_inference.py": [
+        "--a-digits", "2", "--b-digits", "2", "--n-examples", "8", "--batch-size", "8", "--repeats", "1",
+        "--n-layer", "1", "--n-embd", "16", "--n-head", "2",
+    ],
+    "bench_trainer_overhead.py": [
+        "--steps", "3", "--warmup", "1", "--repeats", "1", "--batch_size", "4", "--n_layer", "1", "--n_embd", "16",
+    ],
+    "bench_entry_points.py": ["--tiny"],
+}  # fmt: skip
+
+
+def run_bench(name: str, *args: str) -> str:
+    """Run ``bench/name`` from the repository root with this checkout first on the path; its stdout."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}  # COLUMNS: one help layout everywhere
+    env.pop("OMP_NUM_THREADS", None)
+    result = subprocess.run(
+        [sys.executable, f"bench/{name}", *args], capture_output=True, text=True, timeout=300, cwd=REPO, env=env
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def undocumented_options(help_text: str) -> list[str]:
+    """Options of an argparse ``--help`` that print no description, neither beside them nor on the next line."""
+    lines = help_text.split("\noptions:\n", 1)[1].splitlines()
+    missing = []
+    for index, line in enumerate(lines):
+        option = re.match(r"  (-\S.*?)(?: {2,}\S.*)?$", line)
+        if option is None:
+            continue
+        next_line = lines[index + 1] if index + 1 < len(lines) else ""
+        described = line.rstrip() != f"  {option.group(1)}" or re.match(r" {6,}[^\s-]", next_line)
+        if not described:
+            missing.append(option.group(1))
+    return missing
+
+
+def test_every_bench_has_a_tiny_case() -> None:
+    assert {path.name for path in BENCHES} == set(TINY)
+
+
+@pytest.mark.parametrize("path", BENCHES, ids=lambda path: path.name)
+def test_bench_answers_help_truthfully(path: Path) -> None:
+    text = run_bench(path.name, "--help")
+    docstring = path.read_text(encoding="utf-8").split('"""')[1]
+    assert docstring.splitlines()[0].rstrip(".?") in " ".join(text.split()), "the help opens with what it measures"
+    commands = [line for line in docstring.splitlines() if f"bench/{path.name}" in line]
+    assert commands, "the docstring shows how to run the bench"
+    for flag in sorted({flag for line in commands for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", line)}):
+        assert re.search(rf"{flag}\b", text), f"the docstring runs the bench with {flag}, which --help does not list"
+    assert undocumented_options(text) == []
+
+
+def test_bench_build_prints_a_row_per_task() -> None:
+    out = run_bench("bench_build.py", *TINY["bench_build.py"])
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("mult", "parity", "count"))}
+    assert set(rows) == {"multiplication", "parity", "counter"}
+    for name, row in rows.items():
+        examples, build_s, build_rate, parquet_s, parquet_rate, total_s = map(number, row[2:8])
+        assert examples >= 64 and build_rate > 0 and parquet_rate > 0, name
+        assert min(build_s, parquet_s, total_s) >= 0, name  # a tiny build can round to 0.00 s
+    assert "bar:" not in out, "the 60 s bar is judged at the reference size only"
+
+
+def test_bench_inference_prints_both_modes_and_their_ratio() -> None:
+    out = run_bench("bench_inference.py", *TINY["bench_inference.py"])
+    rows = dict(re.findall(rf"^(implicit|explicit) +({NUMBER}) +{NUMBER} +{NUMBER}$", out, re.MULTILINE))
+    assert int(rows["implicit"]) < int(rows["explicit"]), "implicit mode generates no CoT"
+    ratio = re.search(rf"^implicit / explicit examples/s: ({NUMBER})x$", out, re.MULTILINE)
+    assert ratio and number(ratio.group(1)) > 0
+
+
+def test_bench_trainer_overhead_prints_each_repeat_and_the_median_ratios() -> None:
+    out = run_bench("bench_trainer_overhead.py", *TINY["bench_trainer_overhead.py"])
+    assert re.search(rf"^repeat 0: wall ex/s bare +{NUMBER} ICoTTrainer +{NUMBER} ratio {NUMBER} \|", out, re.M)
+    median = re.search(rf"^median ratio ICoTTrainer / bare loop: wall ({NUMBER}), CPU time ({NUMBER})", out, re.M)
+    assert median and number(median.group(1)) > 0 and number(median.group(2)) > 0
+
+
+def test_bench_entry_points_runs_both_forms_and_prints_their_ratios(tmp_path: Path) -> None:
+    out = run_bench("bench_entry_points.py", *TINY["bench_entry_points.py"], "--output_root", str(tmp_path))
+    rows = {
+        form: list(map(number, figures))
+        for form, *figures in re.findall(
+            rf"^(python|accelerate launch) +({NUMBER}) +({NUMBER}) +({NUMBER}) +({NUMBER})$", out, re.MULTILINE
+        )
+    }
+    assert set(rows) == {"python", "accelerate launch"}
+    for form, (wall_s, train_s, steps, steps_per_s) in rows.items():
+        assert steps == 4 and wall_s > 0 and train_s > 0 and steps_per_s > 0, form
+        assert (tmp_path / form.split()[0] / "model.safetensors").is_file(), "each form ran the recipe to the end"
+    ratios = re.search(rf"^accelerate launch / python: steps/s ({NUMBER})x, wall time ({NUMBER})x$", out, re.M)
+    assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
