@@ -47,9 +47,10 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     from hf_icot.data import load_run_data, run_splits
     from hf_icot.loading import apply_lora, load_model_and_tokenizer
     from hf_icot.run_outputs import check_push_possible
+    from hf_icot.runtime import use_all_cpu_threads
     from hf_icot.trainer import ICoTTrainer
 
-    # use_all_cpu_threads(training_args)  # `accelerate launch` on a CPU pins one thread per process
+    use_all_cpu_threads(on_cpu=training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread on a CPU
     # The run folder is pushed at the end, card and adapter handling included; Trainer's own push stays off.
     push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
     if push_to_hub:
