@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import socket
@@ -21,6 +22,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_icot.collator import encode_prompt
+from hf_icot.cot import cot_token_count
 from hf_icot.evaluation import evaluate_generation, evaluate_splits, flatten_split_metrics
 from hf_icot.generation import generate_batched
 from tests.recipes.conftest import RECIPE, REPO, TASK_ARGS, recipe_args, run_recipe, save_tiny_gpt2
@@ -74,8 +76,14 @@ def test_run_folder_holds_model_tokenizer_curves_card(full_run: dict) -> None:
     history = json.loads((output / "training_log.json").read_text())
     losses = [entry for entry in history if "loss" in entry]
     assert len(losses) == 12  # 48 examples / 16 per batch * 4 epochs, logged every step
-    removed = [entry["cot/removed_tokens"] for entry in losses]
-    assert removed == sorted(removed) and removed[-1] >= 8, "one more CoT token removed per step"
+    # 3 steps per epoch and 8 tokens per epoch: P = round(3 / 8) = 0, so step s removes s + 1 tokens (plus the
+    # smoothing offsets), until the count reaches the longest CoT of the training data and everything goes.
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    train = _split("train")
+    longest = max(cot_token_count(example, tokenizer) for example in train)
+    expected = [step + 1 if step + 1 < longest else math.inf for step in range(12)]
+    assert [entry["cot/removed_tokens"] for entry in losses] == expected
+    assert [entry["cot/stage"] for entry in losses] == [min(step + 1, longest) for step in range(12)]
     assert losses[-1]["cot/kept_tokens_mean"] == 0, "the curriculum ends with no CoT tokens"
     assert json.loads((output / "eval_results.json").read_text()) == full_run["metrics"]
 
@@ -203,18 +211,33 @@ def test_two_cpu_processes_under_accelerate_launch(tiny_gpt2: Path, tmp_path: Pa
     config = REPO / "recipes" / "accelerate" / "ddp_cpu.yaml"  # use_cpu: true
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--multi_gpu"]
     launch += ["--num_processes", "2", "--main_process_port", port]
+    # Stage evaluation with generation on: every process generates its share of the validation set (one rule).
+    extra = ["--per_device_train_batch_size", "8", "--evaluate_each_stage", "true", "--eval_modes", "implicit"]
     result = subprocess.run(
-        [*launch, str(RECIPE), *recipe_args(tiny_gpt2, output, "--per_device_train_batch_size", "8")],
+        [*launch, str(RECIPE), *recipe_args(tiny_gpt2, output, *extra)],
         capture_output=True, text=True, env=env, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     history = json.loads((output / "training_log.json").read_text())
     # Each process takes 8 of every 16 examples: 3 optimizer steps per epoch, as in one process with batch 16.
     assert [entry["step"] for entry in history if "loss" in entry] == list(range(1, 13))
+    stage_generation = [entry for entry in history if "eval_implicit/answer_em" in entry]
+    assert len(stage_generation) >= 2 and all(0 <= e["eval_implicit/answer_em"] <= 1 for e in stage_generation)
     card = ModelCard.load(output / "README.md")
     assert "| 8 × 1 × 2 |" in card.text and len(card.data.eval_results) == 4
     model = AutoModelForCausalLM.from_pretrained(output)
-    assert model.config.n_layer == 2 and torch.isfinite(next(model.parameters())).all()
+    initial = AutoModelForCausalLM.from_pretrained(tiny_gpt2)
+    moved = [name for name, p in model.named_parameters() if not torch.equal(p, initial.state_dict()[name])]
+    assert len(moved) == len(list(model.parameters())), "every weight trained"
+    # The metrics both processes computed from the gathered generations are what the saved model gives alone.
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    saved = json.loads((output / "eval_results.json").read_text())
+    again = flatten_split_metrics(
+        evaluate_splits(model, tokenizer, {name: _split(name) for name in ("validation", "test")})
+    )
+    assert {k: v for k, v in saved.items() if k.endswith("_em")} == {
+        k: v for k, v in again.items() if k.endswith("_em")
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -314,8 +337,11 @@ def test_two_cpu_processes_under_fsdp(tiny_gpt2: Path, tmp_path: Path) -> None:
     }
 
 
-def _test_split():
-    from datasets_builder import registry
+def _split(name: str):
+    from datasets_builder import build_dataset
 
-    params = registry.make_params("multiplication", **TASK_ARGS)
-    return registry.get_task("multiplication").build(params)["test"]
+    return build_dataset("multiplication", TASK_ARGS)[0][name]
+
+
+def _test_split():
+    return _split("test")

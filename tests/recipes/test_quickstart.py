@@ -1,0 +1,62 @@
+"""The quickstart as the README runs it: its config's schedule arithmetic, and its own path through the recipe
+(``--task parity`` built on the fly, ``--scratch_model`` with a word-level tokenizer) for a few dozen steps."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from huggingface_hub import ModelCard
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from hf_icot.config import schedule_from_config
+from tests.recipes.conftest import REPO, load_recipe, run_recipe
+
+QUICKSTART = REPO / "recipes" / "configs" / "quickstart.yaml"
+
+
+def test_quickstart_schedule_full_cot_until_1800_then_one_token_every_600_and_none_from_3000() -> None:
+    _, args, _ = load_recipe().parse_args(["--config", str(QUICKSTART)])
+    schedule = schedule_from_config(args)
+    # 38,400 questions / batch 64 = 600 steps per epoch; the parity CoT is 3 tokens (k = 4 secret bits).
+    schedule.bind(steps_per_epoch=600, max_cot_tokens=3)
+    removed = {
+        step: schedule.removed_count(step) for step in (0, 1199, 1200, 1799, 1800, 2399, 2400, 2999, 3000, 4799)
+    }
+    assert removed == {
+        0: 0,
+        1199: 0,
+        1200: 0,
+        1799: 0,
+        1800: 1,
+        2399: 1,
+        2400: 2,
+        2999: 2,
+        3000: math.inf,
+        4799: math.inf,
+    }
+    assert [step for step in range(4800) if schedule.resets_optimizer_at(step)] == [1800, 2400, 3000]
+    stages = [(stage["start_step"], stage["end_step"]) for stage in schedule.describe(4800)]
+    assert stages == [(0, 1800), (1800, 2400), (2400, 3000), (3000, 4800)]
+    assert schedule.layout.keeps_positions and args.num_train_epochs * 600 == 4800
+    # The config's own comment says the same.
+    text = QUICKSTART.read_text()
+    assert "1,800" in text and "3,000" in text and "4,800" in text
+
+
+def test_quickstart_path_runs_through_the_recipe(tmp_path: Path) -> None:
+    output = tmp_path / "quickstart"
+    argv = ["--config", str(QUICKSTART), "--output_dir", str(output), "--max_steps", "30", "--max_eval_examples", "40"]
+    argv += ["--logging_steps", "10"]
+    metrics = run_recipe(argv)
+    history = json.loads((output / "training_log.json").read_text())
+    assert [entry["step"] for entry in history if "loss" in entry] == [10, 20, 30]
+    assert all(entry["cot/removed_tokens"] == 0 for entry in history if "loss" in entry), "full CoT first"
+    model = AutoModelForCausalLM.from_pretrained(output)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert model.config.model_type == "gpt2" and (model.config.n_layer, model.config.n_embd) == (4, 64)
+    assert model.get_input_embeddings().weight.shape[0] == len(tokenizer) < 40  # word level: bits, counts, specials
+    assert set(metrics) >= {"validation/implicit/answer_em", "test/implicit/answer_em", "test/explicit/cot_em"}
+    card = ModelCard.load(output / "README.md")
+    assert "position_ids" in card.text, "the snippet of a keep_position model passes the shifted positions"
