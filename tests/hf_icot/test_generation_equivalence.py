@@ -5,7 +5,8 @@ The models (``generation_fixture/``, built by ``build_generation_fixture.py``) a
 questions of 4 to 6 letters with a token mixture, length hints and ``keep_position``, one removing CoT tokens from the
 left and one from the right. Their generations are partly right and partly wrong, and where the kept positions go
 changes them (see ``test_the_recorded_outputs_depend_on_the_kept_positions``), so a generation that misplaces a
-position, a stop or a padded row fails here.
+position, a stop or a padded row fails here. The same tokens come whatever the model's own ``generation_config`` says
+and with ``synced_gpus``; models ``generate`` cannot serve are refused with one sentence.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from hf_icot.generation import generate_batched
 
@@ -110,6 +111,57 @@ def test_the_recorded_outputs_depend_on_the_kept_positions():
     expected = [by_length[len(q.split())] for q in QUESTIONS]
     expected[QUESTIONS.index("a a b b b")] = expected[QUESTIONS.index("b a b a a")] = 32 - 14  # in the second batch
     assert [len(row.split()) for row in EXPECTED["left/implicit/kept/to_context"]] == expected
+
+
+def test_the_models_own_generation_config_does_not_change_decoding(fixture_models):
+    model, tokenizer = fixture_models["right"]
+    own = model.generation_config
+    # Sampling, a penalty and a minimum length would each change the tokens; the eos (1) would stop at the first.
+    model.generation_config = GenerationConfig(
+        do_sample=True, temperature=5.0, repetition_penalty=3.0, min_new_tokens=12, eos_token_id=1, pad_token_id=0
+    )
+    try:
+        assert generate_case(fixture_models, "right/hint=5/kept") == EXPECTED["right/hint=5/kept"]
+        assert model.generation_config.repetition_penalty == 3.0  # restored after the call
+    finally:
+        model.generation_config = own
+
+
+def test_synced_gpus_generates_the_same_tokens(fixture_models, tmp_path):
+    # One process in a gloo group: generate then asks the group at every step whether all are done; same tokens.
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        side, mode, _, _ = CASES["right/hint=5/kept"]
+        model, tokenizer = fixture_models[side]
+        prompts, shifts = zip(*(prompt_and_shift(tokenizer, question, mode, side) for question in QUESTIONS))
+        out = generate_batched(model, tokenizer, list(prompts), 16, 4, position_shifts=list(shifts), synced_gpus=True)
+    finally:
+        dist.destroy_process_group()
+    assert [" ".join(tokenizer.convert_ids_to_tokens(ids)) for ids in out] == EXPECTED["right/hint=5/kept"]
+
+
+class _WithoutPositions(torch.nn.Module):
+    """A causal LM whose ``forward`` takes no ``position_ids``."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config, self.generation_config = model, model.config, model.generation_config
+
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+def test_models_generate_cannot_serve_are_refused(fixture_models):
+    model, tokenizer = fixture_models["left"]
+    prompt, shift = prompt_and_shift(tokenizer, QUESTIONS[0], "implicit", "left")
+    bare = _WithoutPositions(model)
+    with pytest.raises(ValueError, match=r"^_WithoutPositions has no generate method; pass a transformers causal LM"):
+        generate_batched(bare, tokenizer, [prompt], max_new_tokens=4)
+    bare.generate = model.generate  # now it can generate, but kept positions have nowhere to go
+    with pytest.raises(ValueError, match=r"^_WithoutPositions.forward takes no position_ids, so the kept positions"):
+        generate_batched(bare, tokenizer, [prompt], max_new_tokens=4, position_shifts=[shift])
 
 
 # Recorded from hf_icot/generation.py at commit 8a8185e (the hand-written loop with a KV cache) on this fixture.
