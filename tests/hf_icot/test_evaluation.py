@@ -12,6 +12,7 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     EvalPrediction,
+    GenerationMixin,
     GPT2Config,
     GPT2LMHeadModel,
     PretrainedConfig,
@@ -91,11 +92,13 @@ class ScriptedConfig(PretrainedConfig):
         self.vocab_size = vocab_size or len(WORDS)
 
 
-class ScriptedLM(PreTrainedModel):
-    """Writes a fixed continuation after each known prompt, one token per forward pass, without a KV cache.
+class ScriptedLM(PreTrainedModel, GenerationMixin):
+    """Writes a fixed continuation after each known prompt, one token per forward pass, without a KV cache (its
+    ``generation_config`` says so, and ``generate`` feeds it the whole sequence each time).
 
-    It reads the real tokens of each row through ``attention_mask`` and checks that ``position_ids`` number them
-    0, 1, ... — so a left-padding mistake fails loudly instead of shifting the script.
+    It reads the real tokens of each row through ``attention_mask`` (all tokens when ``generate`` drops a mask
+    without padding) and checks that ``position_ids`` number them 0, 1, ... — so a left-padding mistake fails loudly
+    instead of shifting the script.
     """
 
     config_class = ScriptedConfig
@@ -105,9 +108,12 @@ class ScriptedLM(PreTrainedModel):
         self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the model a device
         self.calls = 0
         self.post_init()
+        self.generation_config.use_cache = False
 
-    def forward(self, input_ids, attention_mask, position_ids=None, **kwargs):
+    def forward(self, input_ids, attention_mask=None, position_ids=None, **kwargs):
         self.calls += 1
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
         logits = torch.zeros((*input_ids.shape, self.config.vocab_size), device=input_ids.device)
         for row in range(input_ids.shape[0]):
             real = attention_mask[row].bool()
@@ -131,8 +137,8 @@ class ScriptedLM(PreTrainedModel):
 class ScriptedLMWithoutPositions(ScriptedLM):
     """Takes no ``position_ids``: left padding would misplace its tokens, so every batch must be one length."""
 
-    def forward(self, input_ids, attention_mask):
-        assert bool(attention_mask.all()), "a batch mixed prompt lengths for a model without position_ids"
+    def forward(self, input_ids, attention_mask=None, **kwargs):
+        assert attention_mask is None or bool(attention_mask.all()), "a batch mixed prompt lengths"
         return super().forward(input_ids, attention_mask)
 
 
