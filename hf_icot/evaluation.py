@@ -172,7 +172,7 @@ def _generate(
             limit,
             batch_size,
             position_shifts=None if shifts is None else [shifts[i] for i in mine],
-            **({"synced_gpus": True} if sharded else {}),
+            synced_gpus=sharded,
         )
     by_index = dict(gather_object(list(zip(mine, generated))))
     return [by_index[i] for i in range(len(cases))]
