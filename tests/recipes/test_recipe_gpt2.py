@@ -306,9 +306,9 @@ def test_push_without_token_or_with_hub_offline_fails_before_training(
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow
 def test_two_cpu_processes_under_fsdp(tiny_gpt2: Path, tmp_path: Path) -> None:
-    """fsdp.yaml with CPU processes (no GPU here): evaluation on every rank, the full state dict saved by rank 0."""
+    """fsdp.yaml with CPU processes (no GPU here): stage and final generation on every rank in lockstep, the full
+    state dict saved by rank 0."""
     config = yaml.safe_load((REPO / "recipes" / "accelerate" / "fsdp.yaml").read_text())
     config.update(use_cpu=True, mixed_precision="no", num_processes=2)
     config["fsdp_config"]["fsdp_cpu_ram_efficient_loading"] = False
@@ -319,8 +319,9 @@ def test_two_cpu_processes_under_fsdp(tiny_gpt2: Path, tmp_path: Path) -> None:
         port = str(probe.getsockname()[1])
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(tmp_path / "fsdp_cpu.yaml")]
     result = subprocess.run(
-        [*launch, "--main_process_port", port, str(RECIPE), *recipe_args(tiny_gpt2, output)],
-        capture_output=True, text=True, timeout=300, cwd=REPO,
+        [*launch, "--main_process_port", port, str(RECIPE),
+         *recipe_args(tiny_gpt2, output, "--evaluate_each_stage", "true", "--eval_modes", "implicit")],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -330,6 +331,8 @@ def test_two_cpu_processes_under_fsdp(tiny_gpt2: Path, tmp_path: Path) -> None:
     assert not torch.equal(model.lm_head.weight, initial.lm_head.weight), "the saved weights are the trained ones"
     history = json.loads((output / "training_log.json").read_text())
     assert [entry["cot/kept_tokens_mean"] for entry in history if "loss" in entry][-1] == 0
+    stage_generation = [entry for entry in history if "eval_implicit/answer_em" in entry]
+    assert len(stage_generation) >= 2, "every stage's generation evaluation ran (and no rank hung)"
     metrics = json.loads((output / "eval_results.json").read_text())
     again = evaluate_generation(model, tokenizer, _test_split(), modes=["implicit", "explicit"])
     assert {key: again[key] for key in ("implicit/answer_em", "explicit/cot_em")} == {
