@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
@@ -129,6 +130,8 @@ class ICoTConfig(TrainingArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):  # Trainer would fail after the data
+            raise ValueError(f"output_dir {self.output_dir!r} is a file; give a folder (new, or one to write into).")
         # YAML and dict inputs do not go through argparse's type conversion.
         self.removal_smoothing_lambda = float(self.removal_smoothing_lambda)
         self.remove_all_when_remove_beyond = float(self.remove_all_when_remove_beyond)
@@ -175,14 +178,16 @@ def parse_config(
     Raises:
         ValueError: a config file that is missing, not YAML or not a mapping, a key that no dataclass has, or an
             invalid value.
-        SystemExit: argparse's usual exit on a bad flag or ``--help``.
+        SystemExit: ``--help``, or a bad flag (status 2; one line on stderr: the reason and a pointer to ``--help``).
     """
     types = [dataclass_types] if isinstance(dataclass_types, type) else list(dataclass_types)
     args = list(sys.argv[1:] if args is None else args)
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--config", default=None)
+    _one_line_errors(pre)
     known, remaining = pre.parse_known_args(args)
     parser = HfArgumentParser(types, allow_abbrev=False)
+    _one_line_errors(parser)
     parser.add_argument("--config", default=None, help="A YAML file whose keys set the defaults of the flags below.")
     defaults = _read_config_file(known.config) if known.config is not None else {}
     accepted = {action.dest for action in parser._actions}
@@ -192,6 +197,7 @@ def parse_config(
     parser.set_defaults(**defaults)
     mappings = [key for key, value in defaults.items() if isinstance(value, dict)]
     given = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    _one_line_errors(given)
     for key in mappings:
         given.add_argument(f"--{key}", default=None)
     overridden = vars(given.parse_known_args(remaining)[0])
@@ -206,6 +212,16 @@ def parse_config(
             if isinstance(value, dict):  # the dataclass has read the flag's JSON object
                 setattr(output, key, {**defaults[key], **value})
     return outputs
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """A bad flag ends with argparse's one-line reason and a pointer to ``--help``, not the whole usage first (about
+    150 lines for a recipe, burying the line that matters)."""
+
+    def error(message: str) -> NoReturn:
+        parser.exit(2, f"{parser.prog}: error: {message}; see --help.\n")
+
+    parser.error = error
 
 
 def _read_config_file(path: str) -> dict[str, Any]:

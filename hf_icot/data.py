@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,16 +40,15 @@ def load_icot_dataset(
             ones that do), the truncation spec is malformed, or it removes more units than an example's CoT has
             (the message names the split and example).
     """
-    try:
-        configs = datasets.get_dataset_config_names(path_or_repo)
-    except FileNotFoundError as error:
-        first_line = (str(error).strip().splitlines() or [""])[0]
-        raise ValueError(f"no dataset found at {path_or_repo!r} ({first_line}).") from None
+    configs = _config_names(path_or_repo)
     if config not in configs:
         raise ValueError(f"config {config!r} is not in {path_or_repo!r}; available: {', '.join(configs)}.")
     spec = TruncationSpec.parse(truncation) if isinstance(truncation, str) else truncation
 
-    loaded = datasets.load_dataset(path_or_repo, config)
+    try:
+        loaded = datasets.load_dataset(path_or_repo, config)
+    except (FileNotFoundError, ConnectionError) as error:
+        raise ValueError(_not_loadable(path_or_repo, error)) from None
     if split is not None and split not in loaded:
         raise ValueError(f"split {split!r} is not in config {config!r}; available: {', '.join(loaded)}.")
     if spec is not None:
@@ -100,11 +100,7 @@ def load_run_data(path_or_repo: str, config: str | None = None) -> tuple[dataset
         ValueError: no dataset there, several configs and none chosen, or an unknown config.
     """
     if config is None:
-        try:
-            configs = datasets.get_dataset_config_names(path_or_repo)
-        except FileNotFoundError as error:
-            first_line = (str(error).strip().splitlines() or [""])[0]
-            raise ValueError(f"no dataset found at {path_or_repo!r} ({first_line}).") from None
+        configs = _config_names(path_or_repo)
         if len(configs) != 1:
             raise ValueError(f"{path_or_repo!r} has configs {', '.join(configs)}; pick one with --dataset_config.")
         config = configs[0]
@@ -113,6 +109,38 @@ def load_run_data(path_or_repo: str, config: str | None = None) -> tuple[dataset
     info = {"source": path_or_repo, "config": config, "task": record.get("task", config)}
     info["fingerprint"] = record.get("fingerprint")
     return dataset, info
+
+
+def _config_names(path_or_repo: str) -> list[str]:
+    """The configs of a dataset folder or Hub repo, or one sentence saying why there is no dataset there."""
+    looks_local = path_or_repo.startswith((".", "/", "~")) or path_or_repo.count("/") > 1  # a Hub id is owner/name
+    if looks_local and not os.path.isdir(path_or_repo):
+        raise ValueError(
+            f"no dataset found at {path_or_repo!r}: the folder does not exist; give a folder written by "
+            "`python -m datasets_builder build`, or a Hub dataset id."
+        )
+    try:
+        return datasets.get_dataset_config_names(path_or_repo)
+    except (FileNotFoundError, ConnectionError) as error:
+        raise ValueError(_not_loadable(path_or_repo, error)) from None
+
+
+def _not_loadable(path_or_repo: str, error: OSError) -> str:
+    """One sentence for what ``datasets`` raises when it cannot read ``path_or_repo`` (its messages run to pages)."""
+    from huggingface_hub import constants
+
+    message = (str(error).strip().splitlines() or [type(error).__name__])[0].rstrip(".")
+    build = "`python -m datasets_builder build`"
+    missing = re.match(r"Unable to find '([^']+)'", message)
+    if missing:  # the card lists a data file that is gone
+        reason = f"its card lists {missing.group(1)!r}, which is missing; rebuild it with {build}"
+    elif os.path.isdir(path_or_repo):
+        reason = f"{message[:1].lower()}{message[1:]}; give a folder written by {build}"
+    elif constants.is_offline_mode():
+        reason = "it is not in the local cache and HF_HUB_OFFLINE is set; unset it, or give a local folder"
+    else:
+        reason = f"the Hub has no such dataset or is unreachable ({message}); check the id"
+    return f"no dataset found at {path_or_repo!r}: {reason}."
 
 
 def _dataset_record(source: str, config: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Weights load from safetensors only; code shipped with a Hub repo runs only with 
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,9 +42,10 @@ def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
     vocabulary and special-token ids of ``tokenizer``.
 
     Raises:
-        ValueError: an unknown ``model_type``, one without a causal LM head, or a field its config does not have.
+        ValueError: an unknown ``model_type``, one without a causal LM head, a field its config does not have, or
+            one the tokenizer sets (``vocab_size`` and the special-token ids).
     """
-    from transformers import CONFIG_MAPPING
+    from transformers import CONFIG_MAPPING, PretrainedConfig
 
     fields = dict(fields)
     family = fields.pop("model_type", DEFAULT_SCRATCH_FAMILY)
@@ -58,15 +60,25 @@ def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
             "such as gpt2, llama, qwen2 or mistral."
         )
     config_class = CONFIG_MAPPING[family]
+    ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
+    ids.update(bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
     known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {}))
     unknown = sorted(set(fields) - known)
-    if unknown:
+    if unknown:  # a config class takes any keyword, so a typo would be ignored silently
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        own = sorted(k for k in known - set(PretrainedConfig().to_dict()) - set(ids) if not k.startswith("_"))
         raise ValueError(
-            f"--scratch_model field {unknown[0]!r} is not a {config_class.__name__} field; check its spelling against "
-            f"the {family} config (e.g. {', '.join(sorted(k for k in known if not k.startswith('_'))[:8])}, …)."
+            f"--scratch_model field {unknown[0]!r} is not a {config_class.__name__} field"
+            + (f" (did you mean {close[0]!r})" if close else "")
+            + f"; the {family} fields are {', '.join(own)}."
         )
-    ids = {"bos_token_id": tokenizer.eos_token_id, "eos_token_id": tokenizer.eos_token_id}
-    return config_class(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **ids, **fields)
+    taken = sorted(set(fields) & set(ids))
+    if taken:
+        raise ValueError(
+            f"--scratch_model field {taken[0]!r} is set from the word-level tokenizer built from the data; "
+            "leave it out."
+        )
+    return config_class(**ids, **fields)
 
 
 def load_model_and_tokenizer(

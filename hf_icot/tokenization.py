@@ -105,7 +105,10 @@ def prepare_tokenizer_for_icot(
         ValueError: a tokenizer without an eos token, or a negative ``max_hint_length``.
     """
     if tokenizer.eos_token is None:
-        raise ValueError("the tokenizer has no eos token; hf_icot separates question, CoT and answer with it.")
+        raise ValueError(
+            "the tokenizer has no eos token, which hf_icot puts between question, CoT and answer; set its eos_token "
+            "(e.g. tokenizer.eos_token = '<|endoftext|>') and save it again."
+        )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     wanted = _icot_special_words(max_hint_length)
