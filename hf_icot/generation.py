@@ -135,6 +135,9 @@ def _generate_batch(
     if eos_needed is not None:
         criteria.append(AnswerClosed(eos_id, width, torch.tensor(eos_needed, device=device)))
 
+    # One generate call per segment (see the module docstring). A batch whose rows all closed their answers still
+    # takes its remaining segments (one step each): the number of calls never depends on the tokens, as processes
+    # generating in step (synced_gpus) need.
     cache = None
     for end in sorted(index + 1 for index in jumps) + [max_new_tokens]:
         config = GenerationConfig(
@@ -155,9 +158,7 @@ def _generate_batch(
         )
         new = output.sequences.shape[1] - ids.shape[1]
         ids, cache = output.sequences, output.get("cache")
-        # A batch whose rows all closed their answers still takes its remaining segments (one step each), so that the
-        # number of generate calls never depends on the tokens, as processes generating in step (synced_gpus) need.
-        if ids.shape[1] - width >= max_new_tokens:
+        if ids.shape[1] - width >= max_new_tokens:  # the last segment: nothing follows
             break
         attention = torch.cat([attention, attention.new_ones((len(prompts), new))], dim=1)
         steps = torch.arange(1, new + 1, device=device)
