@@ -215,6 +215,18 @@ class ICoTCollator:
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer)
+        # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
+        # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
+        try:
+            kept = _decode_words(encode_text(ANSWER_PREFIX, tokenizer), tokenizer)
+        except ValueError:  # it maps the marker to the unknown token or to nothing
+            kept = ""
+        if kept != ANSWER_PREFIX:
+            raise ValueError(
+                f"the tokenizer ({type(tokenizer).__name__}) does not keep the answer marker {ANSWER_PREFIX!r}: it "
+                f"comes back as {kept!r}; use a tokenizer that represents it (AutoTokenizer may have loaded another "
+                "class than the one saved)."
+            )
 
     # -- preparation ---------------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaC
 
 from hf_icot.cot import render_line
 from hf_icot.evaluation import evaluate_generation
+from hf_icot.schedules import SequenceLayout
 from hf_icot.tokenization import build_word_level_tokenizer
 from tests.hf_icot.tiny_task import counting_examples
 from tests.recipes.conftest import recipe_args, run_recipe
@@ -126,8 +127,8 @@ def test_lora_on_llama_attention_saves_the_adapter_and_reloads_to_the_same_gener
 
     def generations(model) -> dict[str, list[list[int]]]:
         _, predictions = evaluate_generation(
-            model, tokenizer, counting["test"], modes=["implicit", "explicit"], keep_position=True,
-            return_predictions=True,
+            model, tokenizer, counting["test"], modes=["implicit", "explicit"], return_predictions=True,
+            layout=SequenceLayout(fill="keep_position"),
         )  # fmt: skip
         return {mode: [p["generated_ids"] for p in rows] for mode, rows in predictions.items()}
 
@@ -143,3 +144,17 @@ def test_qwen2_folder_loads_the_saved_word_level_tokenizer(counting, tmp_path):
     folder = save_tiny_model("qwen2", tmp_path / "qwen2", counting["tokenizer"])
     loaded = AutoTokenizer.from_pretrained(folder)
     assert loaded.tokenize("a b #### 2") == ["a", "b", "####", "2"]
+
+
+def test_a_tokenizer_that_loses_the_answer_marker_stops_the_run_before_training(counting, tmp_path):
+    # The qwen2 folder above: without the check it trains to zero loss on sequences without '####' and scores 0.
+    folder = save_tiny_model("qwen2", tmp_path / "qwen2", counting["tokenizer"])
+    output = tmp_path / "run"
+    with pytest.raises(ValueError) as caught:
+        run_recipe(counting_args(folder, output, counting["folder"]))
+    message = str(caught.value)
+    assert (
+        "cannot train on this data: the tokenizer (Qwen2Tokenizer) does not keep the answer marker '####'" in message
+    )
+    assert "\n" not in message
+    assert not output.exists()
