@@ -113,8 +113,9 @@ def load_run_data(path_or_repo: str, config: str | None = None) -> tuple[dataset
 
 def _config_names(path_or_repo: str) -> list[str]:
     """The configs of a dataset folder or Hub repo, or one sentence saying why there is no dataset there."""
-    looks_local = path_or_repo.startswith((".", "/", "~")) or path_or_repo.count("/") > 1  # a Hub id is owner/name
-    if looks_local and not os.path.isdir(path_or_repo):
+    from hf_icot.hub import names_a_missing_folder
+
+    if names_a_missing_folder(path_or_repo):
         raise ValueError(
             f"no dataset found at {path_or_repo!r}: the folder does not exist; give a folder written by "
             "`python -m datasets_builder build`, or a Hub dataset id."

@@ -143,6 +143,13 @@ def is_hub_id(name: str | None) -> bool:
     return True
 
 
+def names_a_missing_folder(name: str) -> bool:
+    """Whether ``name`` is meant as a local folder (``./x``, ``/x``, ``~/x``, ``a/b/c``: a Hub id is ``name`` or
+    ``owner/name``) that does not exist, so that loading it can fail with one sentence before anything is tried."""
+    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1
+    return looks_local and not os.path.isdir(name)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Pushing
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from hf_icot.arguments import ModelArguments
 from hf_icot.cot import cot_token_count
+from hf_icot.hub import names_a_missing_folder
 from hf_icot.schedules import SequenceLayout
 
 #: The family a scratch model has when its mapping names no ``model_type``.
@@ -115,8 +116,7 @@ def _load_pretrained(args: ModelArguments) -> tuple[Any, Any]:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     name = args.model_name_or_path
-    looks_local = name.startswith((".", "/", "~")) or name.count("/") > 1  # a Hub id is name or owner/name
-    if looks_local and not os.path.isdir(name):
+    if names_a_missing_folder(name):
         raise ValueError(
             f"model folder {name!r} does not exist; give a folder saved with save_pretrained, or a Hub id."
         )
