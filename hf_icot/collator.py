@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, hint_token, tokenize_steps, truncate
-from hf_icot.schedules import SequenceLayout
+from hf_icot.layout import SequenceLayout
 from hf_icot.tokenization import first_unrepresentable_word
 
 PROMPT_MODES = ("explicit", "implicit", "hint")

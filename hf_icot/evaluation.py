@@ -30,8 +30,8 @@ from hf_icot.collator import encode_prompt, encode_text, split_generation
 from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, cot_token_count, steps_text, tokenize_steps, truncate
 from hf_icot.data import split_order
 from hf_icot.generation import generate_batched
+from hf_icot.layout import SequenceLayout
 from hf_icot.metrics import load_exact_match
-from hf_icot.schedules import SequenceLayout
 
 BASE_MODES = ("implicit", "explicit")
 

@@ -16,7 +16,7 @@ from typing import Any
 from hf_icot.arguments import ModelArguments
 from hf_icot.cot import cot_token_count
 from hf_icot.hub import names_a_missing_folder
-from hf_icot.schedules import SequenceLayout
+from hf_icot.layout import SequenceLayout
 
 #: The family a scratch model has when its mapping names no ``model_type``.
 DEFAULT_SCRATCH_FAMILY = "gpt2"

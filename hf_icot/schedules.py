@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from hf_icot.cot import FILLS, PLACEHOLDER_TOKEN, UNITS, TruncationSpec, hint_token
+from hf_icot.cot import FILLS, TruncationSpec
+from hf_icot.layout import SequenceLayout, check_choice
 
 _U64 = np.uint64
 
@@ -58,11 +59,6 @@ def example_uniforms(seed: int, step: int, example_ids: Sequence[int]) -> np.nda
 # The validators every schedule uses: one sentence naming the value and what is allowed.
 
 
-def check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{what} {value!r} is not allowed; choose one of {', '.join(allowed)}.")
-
-
 def check_at_least(what: str, value: float | None, low: float, note: str = "") -> None:
     """``value >= low`` (None passes: unset)."""
     if value is not None and not value >= low:
@@ -88,60 +84,6 @@ def _stage_steps(stage_length: float, stage_unit: str, steps_per_epoch: int | No
     if steps_per_epoch is None:
         raise ValueError("this schedule counts stages in epochs, so it needs steps_per_epoch; call bind() first.")
     return max(1, round(stage_length * steps_per_epoch))
-
-
-SIDES = ("left", "right", "inductive")
-
-
-@dataclass(frozen=True)
-class SequenceLayout:
-    """How a run lays out its sequences: what the collator builds in training, what generation must build at
-    evaluation, and what the model card's snippet shows. Derived from a schedule (:attr:`Schedule.layout`).
-
-    Attributes:
-        fill: ``drop``, ``pad`` (each removed token becomes :data:`~hf_icot.cot.PLACEHOLDER_TOKEN`) or
-            ``keep_position`` (later tokens keep their untruncated position ids).
-        unit: what is removed and what a length hint counts: ``token`` or ``step``.
-        side: where removal starts: ``left``, ``right`` or (staged only) ``inductive``. Under a hint of ``k`` units
-            the ``k`` kept ones are the last after a ``left`` removal, the first after a ``right`` one.
-        hint: a length-hint token before the CoT says how many units follow.
-    """
-
-    fill: str = "drop"
-    unit: str = "token"
-    side: str = "left"
-    hint: bool = False
-
-    def __post_init__(self) -> None:
-        check_choice("removal fill", self.fill, FILLS)
-        check_choice("removal unit", self.unit, UNITS)
-        check_choice("removal side", self.side, SIDES)
-
-    @property
-    def keeps_positions(self) -> bool:
-        """Whether what follows a removed CoT keeps the position ids it had with the full CoT."""
-        return self.fill == "keep_position"
-
-    @property
-    def uses_placeholder(self) -> bool:
-        return self.fill == "pad"
-
-    def inserted_tokens(self, longest_hint: int = 0) -> list[str]:
-        """The tokens the curriculum puts into sequences, which the tokenizer must have: the placeholder under
-        ``fill="pad"``, and with hints ``<len_0>`` … ``<len_{longest_hint}>``."""
-        tokens = [PLACEHOLDER_TOKEN] if self.uses_placeholder else []
-        if self.hint:
-            tokens += [hint_token(n) for n in range(longest_hint + 1)]
-        return tokens
-
-    def hint_spec(self, n_units: int, hint: int) -> TruncationSpec:
-        """What a model trained with hints keeps when asked for ``hint`` units of a CoT of ``n_units``: the
-        removal of ``n_units - hint`` units from :attr:`side` (saturated: a hint beyond the CoT keeps all of it)."""
-        which = "left" if self.side == "inductive" else self.side
-        return TruncationSpec(unit=self.unit, which=which, count=max(n_units - hint, 0), saturate=True)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass

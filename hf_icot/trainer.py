@@ -37,8 +37,9 @@ from transformers.trainer_utils import get_last_checkpoint, has_length
 
 from hf_icot.collator import ICoTCollator, context_length
 from hf_icot.config import ICoTConfig, schedule_from_config
+from hf_icot.layout import SequenceLayout
 from hf_icot.run_outputs import RunOutputsMixin
-from hf_icot.schedules import Schedule, SequenceLayout, schedule_from_dict
+from hf_icot.schedules import Schedule, schedule_from_dict
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from hf_icot.collator import (
     split_generation,
 )
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec, example_features, truncate
-from hf_icot.schedules import SequenceLayout
+from hf_icot.layout import SequenceLayout
 from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 from tests.hf_icot.tiny_task import tiny_bpe_tokenizer
 

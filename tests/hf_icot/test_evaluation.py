@@ -35,7 +35,7 @@ from hf_icot.evaluation import (
     preprocess_logits_for_metrics,
 )
 from hf_icot.generation import generate_batched
-from hf_icot.schedules import SequenceLayout
+from hf_icot.layout import SequenceLayout
 
 WORDS = ["<pad>", "<unk>", "<eos>", "####", "+", "*", "(", ")"] + list("0123456789") + [f"<len_{k}>" for k in range(6)]
 FILLER = "("  # what the scripted model writes once its script is spent

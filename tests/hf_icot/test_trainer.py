@@ -12,7 +12,8 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 
 from hf_icot.config import ICoTConfig, parse_config
 from hf_icot.evaluation import evaluate_generation
-from hf_icot.schedules import Mixture, SequenceLayout
+from hf_icot.layout import SequenceLayout
+from hf_icot.schedules import Mixture
 from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 from hf_icot.trainer import ICoTTrainer, NonFiniteLossError
 from tests.hf_icot.tiny_task import counting_examples, tiny_bpe_tokenizer, tiny_gpt2

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM, GPT2Config
 
 from hf_icot.cot import render_line
 from hf_icot.evaluation import evaluate_generation
-from hf_icot.schedules import SequenceLayout
+from hf_icot.layout import SequenceLayout
 from hf_icot.tokenization import build_word_level_tokenizer
 from tests.hf_icot.tiny_task import counting_examples
 from tests.recipes.conftest import recipe_args, run_recipe

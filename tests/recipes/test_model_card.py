@@ -154,7 +154,7 @@ def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_pat
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from hf_icot.evaluation import evaluate_generation
-    from hf_icot.schedules import SequenceLayout
+    from hf_icot.layout import SequenceLayout
     from hf_icot.tokenization import build_word_level_tokenizer
 
     examples = [{"question": f"{a} {b} {c}", "cot": [a, b, c], "answer": c} for a in "01" for b in "01" for c in "01"]
