@@ -114,9 +114,9 @@ def test_each_hub_fault_leaves_the_run_folder_intact_says_one_sentence_and_the_r
     fault: PushFault,
     run_folder: Path,
     loopback_hub,
-    backoff_waits: list[float],
+    backoff_waits: list[float],  # noqa: F811
     capsys,
-    monkeypatch,  # noqa: F811
+    monkeypatch,
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
     repo = "loopback-user/faulty"
@@ -158,8 +158,8 @@ def test_a_fault_huggingface_hub_retries_is_absorbed_when_it_happens_once(
     fault: PushFault,
     run_folder: Path,
     loopback_hub,
-    backoff_waits: list[float],
-    monkeypatch,  # noqa: F811
+    backoff_waits: list[float],  # noqa: F811
+    monkeypatch,
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
     rule = fault.arm(loopback_hub, "models", times=1)
