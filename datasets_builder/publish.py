@@ -415,7 +415,8 @@ def push(
 
     Raises:
         ValueError: ``folder`` is not a built dataset, or ``repo_id`` is malformed.
-        PushError: the Hub could not be reached or refused the push (one sentence, token never included).
+        PushError: the Hub could not be reached or refused the push (one sentence with the retry command of
+            :func:`push_command`, token never included).
     """
     from huggingface_hub import HfApi
     from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -436,8 +437,24 @@ def push(
     try:
         commit = upload_in_one_commit(api, folder, repo_id, "dataset", private, revision, message)
     except Exception as error:  # every failure becomes one sentence; the cause stays chained for debugging
+        retry = push_command(folder, repo_id, private, revision, commit_message)
         raise PushError(
             f"pushing {folder} to {repo_id} failed: {describe_push_failure(error, repo_id, api.endpoint)}; the local "
-            "folder is unchanged, so the push can be retried."
+            f"folder is unchanged, so retry with `{retry}`."
         ) from error
     return commit.commit_url
+
+
+def push_command(
+    folder: str | os.PathLike,
+    repo_id: str,
+    private: bool = False,
+    revision: str | None = None,
+    commit_message: str | None = None,
+) -> str:
+    """The shell command that (re)pushes ``folder`` as it is; a token is never part of it (``HF_TOKEN`` or the saved
+    login supplies one)."""
+    command = f"python -m datasets_builder push {shlex.quote(str(folder))} --repo {repo_id}"
+    command += " --private" if private else ""
+    command += f" --revision {shlex.quote(revision)}" if revision else ""
+    return command + (f" --message {shlex.quote(commit_message)}" if commit_message else "")

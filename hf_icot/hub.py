@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -182,6 +183,17 @@ def check_pushable(output_dir: str | os.PathLike) -> str:
     return kind
 
 
+def _retry_after_seconds(headers: Any) -> int | None:
+    """The wait a 429 answer asks for: ``Retry-After`` in seconds, else the reset of an exhausted ``RateLimit``."""
+    from huggingface_hub.utils import parse_ratelimit_headers
+
+    value = (headers.get("Retry-After") or "").strip()
+    if value.isdigit():
+        return int(value)
+    limit = parse_ratelimit_headers(headers)
+    return limit.reset_in_seconds if limit is not None and limit.remaining == 0 else None
+
+
 def describe_push_failure(error: BaseException, repo_id: str, endpoint: str) -> str:
     """Why an upload to ``repo_id`` failed, as a clause for a one-sentence message; never contains the token.
 
@@ -206,11 +218,17 @@ def describe_push_failure(error: BaseException, repo_id: str, endpoint: str) -> 
                     f"the Hub at {endpoint} refused the token (HTTP {status}); check with `hf auth whoami` that it "
                     f"may write to {repo_id}"
                 )
+            if status == 429:
+                wait = _retry_after_seconds(response.headers)
+                limited = f"the Hub at {endpoint} rate-limited the upload (HTTP 429)"
+                return limited + (f" and asks to wait {wait} s" if wait is not None else "")
             detail = (cause.server_message or "").strip().splitlines()
             return f"the Hub at {endpoint} answered HTTP {status}" + (f" ({detail[0][:200]})" if detail else "")
-        if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
+        if isinstance(cause, (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError)):
             unreachable = f"the Hub at {endpoint} could not be reached ({type(cause).__name__})"
             return unreachable + "; check the network or HF_ENDPOINT"
+        if isinstance(cause, (httpx2.TransportError, ConnectionError, TimeoutError)):
+            return f"the connection to the Hub at {endpoint} broke off mid-request ({type(cause).__name__})"
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
 
 
@@ -218,7 +236,7 @@ def push_command(
     output_dir: str | os.PathLike, repo_id: str, private: bool = False, revision: str | None = None
 ) -> str:
     """The shell command that (re)uploads ``output_dir`` as it is."""
-    command = f"python -m hf_icot.hub push {output_dir} --repo {repo_id}"
+    command = f"python -m hf_icot.hub push {shlex.quote(str(output_dir))} --repo {repo_id}"
     return command + (" --private" if private else "") + (f" --revision {revision}" if revision else "")
 
 

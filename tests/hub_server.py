@@ -9,8 +9,10 @@ It speaks the part of the Hub HTTP API that huggingface_hub 2.4 uses, with Xet d
 * ``hf_hub_download`` through ``resolve`` (HEAD and GET, with ranges).
 
 Use the :func:`loopback_hub` fixture (import it into a test module or conftest): it starts a server, points
-huggingface_hub at it and yields the :class:`LoopbackHub`, whose ``files()`` tell what arrived and whose ``fail()``
-injects HTTP errors. Writes need ``Authorization: Bearer <hub.token>``; a wrong token gets 401 everywhere.
+huggingface_hub at it and yields the :class:`LoopbackHub`, whose ``files()`` tell what arrived, whose ``fail()``
+injects HTTP errors (with headers such as ``Retry-After``), whose ``drop_connection()`` closes connections in the
+middle of a request, and whose ``recover()`` removes both. Writes need ``Authorization: Bearer <hub.token>``; a wrong
+token gets 401 everywhere.
 """
 
 from __future__ import annotations
@@ -82,13 +84,15 @@ class Repo:
 
 @dataclass
 class FailureRule:
-    """Answer ``status`` to requests whose ``"METHOD /path"`` matches the regex ``match``, skipping the first
-    ``after`` matching requests, ``times`` times (None: for ever)."""
+    """Answer ``status`` (with ``headers``) to requests whose ``"METHOD /path"`` matches the regex ``match``, skipping
+    the first ``after`` matching requests, ``times`` times (None: for ever). A ``status`` of None answers nothing: the
+    server reads half of the request body and closes the connection."""
 
-    status: int
+    status: int | None
     match: str = ""
     after: int = 0
     times: int | None = 1
+    headers: dict[str, str] = field(default_factory=dict)
     seen: int = 0
     fired: int = 0
 
@@ -103,9 +107,9 @@ class FailureRule:
 
 
 class HubError(Exception):
-    def __init__(self, status: int, message: str, error_code: str | None = None):
+    def __init__(self, status: int, message: str, error_code: str | None = None, headers: dict | None = None):
         super().__init__(message)
-        self.status, self.message, self.error_code = status, message, error_code
+        self.status, self.message, self.error_code, self.headers = status, message, error_code, headers or {}
 
 
 class LoopbackHub:
@@ -152,12 +156,24 @@ class LoopbackHub:
                     pass
             self._connections.clear()
 
-    def fail(self, status: int, match: str = "", after: int = 0, times: int | None = 1) -> FailureRule:
-        """Inject failures; see :class:`FailureRule`. E.g. ``fail(500, r"^POST /api/datasets/.*/commit/")``."""
-        rule = FailureRule(status=status, match=match, after=after, times=times)
+    def fail(
+        self, status: int, match: str = "", after: int = 0, times: int | None = 1, headers: dict | None = None
+    ) -> FailureRule:
+        """Inject failures; see :class:`FailureRule`. E.g. ``fail(500, r"^POST /api/datasets/.*/commit/")``, or
+        ``fail(429, "", headers={"Retry-After": "30"})``."""
+        rule = FailureRule(status=status, match=match, after=after, times=times, headers=dict(headers or {}))
         with self.lock:
             self.failures.append(rule)
         return rule
+
+    def drop_connection(self, match: str = "", after: int = 0, times: int | None = 1) -> FailureRule:
+        """Close the connection half-way through matching requests, unanswered; see :class:`FailureRule`."""
+        return self.fail(None, match, after, times)  # type: ignore[arg-type]
+
+    def recover(self) -> None:
+        """Remove every injected failure: the Hub works again."""
+        with self.lock:
+            self.failures.clear()
 
     def files(self, repo_id: str, repo_type: str = "dataset", revision: str = "main") -> dict[str, bytes]:
         """Path -> content of every file of ``repo_id`` at ``revision`` (empty if the repo or branch is missing)."""
@@ -242,24 +258,37 @@ class _Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(payload).encode(), {"Content-Type": "application/json", **(headers or {})})
 
+    def _drop_connection(self) -> None:
+        """Read half of the request body (or a chunk header), then close without answering: a connection lost
+        mid-upload, as the client sees it."""
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length // 2)
+        elif self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            self.rfile.readline()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
+
     def _serve(self) -> None:
         hub, method = self.state, self.command
-        body = self._read_body()
         path, _, query = self.path.partition("?")
         request_line = f"{method} {path}"
+        with hub.lock:
+            hub.requests.append(request_line)
+            rule = next((rule for rule in hub.failures if rule.fires(request_line)), None)
+        if rule is not None and rule.status is None:
+            return self._drop_connection()
+        body = self._read_body()
         try:
-            with hub.lock:
-                hub.requests.append(request_line)
-                rule = next((rule for rule in hub.failures if rule.fires(request_line)), None)
             if rule is not None:
-                raise HubError(rule.status, f"injected failure {rule.status} for {request_line}")
+                raise HubError(rule.status, f"injected failure {rule.status} for {request_line}", headers=rule.headers)
             auth = self.headers.get("Authorization", "")
             if auth and auth != f"Bearer {hub.token}":
                 raise HubError(401, "Invalid credentials in Authorization header")
             segments = path.split("/")[1:]
             self._route(method, segments, parse_qs(query), body, authorized=bool(auth))
         except HubError as error:
-            headers = {"X-Error-Message": error.message}
+            headers = {"X-Error-Message": error.message, **error.headers}
             if error.error_code:
                 headers["X-Error-Code"] = error.error_code
             self._json(error.status, {"error": error.message}, headers)

@@ -38,7 +38,7 @@ SPLITS = ("test", "validation", "train")  # drawn in this order, so test does no
 class Params:
     """What a sparse-parity dataset is built from."""
 
-    n_bits: int = field(default=20, metadata={"help": "Input bits n (>= 1)."})
+    n_bits: int = field(default=20, metadata={"help": "Input bits n (>= 2)."})
     k: int = field(default=8, metadata={"help": "Secret positions k (1 <= k <= n; a power of two for the tree)."})
     cot_layout: str = field(default="chain", metadata={"help": "CoT layout: 'chain' or 'tree'.", "choices": LAYOUTS})
     train_size: int = field(default=100_000, metadata={"help": "Examples in the train split (>= 1)."})
@@ -47,8 +47,12 @@ class Params:
     seed: int = field(default=0, metadata={"help": "Random seed (>= 0): draws the secret support and the inputs."})
 
     def __post_init__(self) -> None:
-        if not isinstance(self.n_bits, int) or self.n_bits < 1:
-            raise ValueError(f"n_bits={self.n_bits!r} is not allowed; an input needs at least 1 bit.")
+        if not isinstance(self.n_bits, int) or self.n_bits < 2:
+            # 1 bit has 2 distinct inputs, and the three disjoint splits need at least 3
+            raise ValueError(
+                f"n_bits={self.n_bits!r} is not allowed; use n_bits >= 2, so that the train, validation and test "
+                "splits can each hold a distinct input."
+            )
         if not isinstance(self.k, int) or not 1 <= self.k <= self.n_bits:
             raise ValueError(
                 f"k={self.k!r} is not allowed; the secret needs 1 <= k <= n_bits={self.n_bits} positions."

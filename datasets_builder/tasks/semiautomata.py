@@ -78,6 +78,14 @@ def cyclic_counter(modulus: int) -> Semiautomaton:
     return Semiautomaton(f"counter_c{modulus}", states, ("0", "1"), 0, delta, rule)
 
 
+def final_states(machine: Semiautomaton, length: int) -> list[int]:
+    """The states (ascending ids) that some input sequence of exactly ``length`` symbols ends in, from the start."""
+    reached = {machine.start}
+    for _ in range(length):
+        reached = set(machine.delta[sorted(reached)].ravel().tolist())
+    return sorted(reached)
+
+
 def symmetric_group_s3() -> Semiautomaton:
     """S_3 acting on itself by ``state ∘ input`` (see the module docstring for the convention)."""
     elements = list(itertools.permutations(range(3)))
@@ -114,6 +122,11 @@ def table_semiautomaton(spec: Any, where: str = "semiautomaton table") -> Semiau
         keys = sorted(spec) if isinstance(spec, dict) else type(spec).__name__
         raise ValueError(f"{where} has keys {keys}; a table is an object with exactly {', '.join(TABLE_KEYS)}.")
     states = _check_tokens(spec["states"], "states", where)
+    if len(states) < 2:  # as for a counter of modulus 1: the answer would be the same for every question
+        raise ValueError(
+            f"{where}: 'states' lists the one state {states[0]!r}; a semiautomaton needs at least 2 states, else "
+            "every answer is the same."
+        )
     inputs = _check_tokens(spec["inputs"], "inputs", where)
     if spec["start"] not in states:
         raise ValueError(f"{where}: start state {spec['start']!r} is not one of the states {list(states)}.")
@@ -213,6 +226,13 @@ class Params:
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed={self.seed!r} is not allowed; use an integer >= 0.")
         machine = self.semiautomaton()
+        answers = final_states(machine, self.length)
+        if len(answers) < 2:
+            raise ValueError(
+                f"{machine.name}: every input sequence of length {self.length} ends in state "
+                f"{machine.states[answers[0]]!r}, so every answer would be the same; give a table in which inputs "
+                "of that length lead to at least 2 different states."
+            )
         laws = self.ood_laws(machine)
         total = self.train_size + self.test_size + self.ood_size * len(laws)
         available = len(machine.inputs) ** self.length

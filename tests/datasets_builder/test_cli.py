@@ -109,6 +109,40 @@ def test_parity_k_beyond_n_is_one_line(capsys, tmp_path):
     one_line_error(code, err, r"k=8 .*n_bits=4.*")
 
 
+def test_parity_needs_two_bits_as_its_help_says(capsys, tmp_path):
+    argv = ["build", "--task", "parity", "--k", "1", "--train_size", "2", "--validation_size", "1", "--test_size", "1"]
+    code, _, err = run_main([*argv, "--n_bits", "1", "--out", str(tmp_path / "one")], capsys)
+    one_line_error(
+        code,
+        err,
+        r"n_bits=1 is not allowed; use n_bits >= 2, so that the train, validation and test splits can each hold a "
+        r"distinct input\.",
+    )
+    assert not (tmp_path / "one").exists()
+    code, out, _ = run_main([*argv, "--n_bits", "2", "--out", str(tmp_path / "two"), "--no-progress"], capsys)
+    assert code == 0 and out.startswith("wrote config parity_n2_k1_chain (train 2, validation 1, test 1)")
+    code, out, _ = run_main(["build", "--task", "parity", "--help"], capsys)
+    assert code == 0 and "--n_bits N_BITS Input bits n (>= 2)." in " ".join(out.split())
+
+
+def test_one_state_semiautomaton_is_refused_like_modulus_1(capsys, tmp_path):
+    table = tmp_path / "one.json"
+    table.write_text(
+        '{"states": ["s"], "inputs": ["0", "1"], "start": "s", "transitions": {"s": {"0": "s", "1": "s"}}}'
+    )
+    argv = ["build", "--task", "semiautomaton", "--length", "4", "--train_size", "4", "--test_size", "2"]
+    code, _, err = run_main(
+        [*argv, "--kind", "table", "--table_path", str(table), "--out", str(tmp_path / "t")], capsys
+    )
+    one_line_error(
+        code, err, r"table one\.json: 'states' lists the one state 's'; a semiautomaton needs at least 2 states, else "
+        r"every answer is the same\."
+    )  # fmt: skip
+    code, _, err = run_main([*argv, "--kind", "counter", "--modulus", "1", "--out", str(tmp_path / "c")], capsys)
+    one_line_error(code, err, r"modulus=1 is not allowed; a cyclic counter needs at least 2 states\.")
+    assert not (tmp_path / "t").exists() and not (tmp_path / "c").exists()
+
+
 def test_bad_show_input_is_one_line(tmp_path, capsys):
     out_dir = tmp_path / "data"
     reference = tmp_path / "ref"

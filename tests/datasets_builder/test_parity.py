@@ -94,7 +94,8 @@ def test_deterministic_to_the_parquet_byte_and_seed_dependent(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"n_bits": 0}, "n_bits=0 is not allowed; an input needs at least 1 bit"),
+        ({"n_bits": 0}, "n_bits=0 is not allowed; use n_bits >= 2"),
+        ({"n_bits": 1, "k": 1, "train_size": 1, "validation_size": 1, "test_size": 1}, "n_bits=1 is not allowed"),
         ({"n_bits": 4, "k": 5, "train_size": 3}, "k=5 is not allowed; the secret needs 1 <= k <= n_bits=4 positions"),
         ({"k": 0}, "k=0 is not allowed"),
         ({"k": 6, "cot_layout": "tree"}, "k=6 is not a power of two; the tree layout"),

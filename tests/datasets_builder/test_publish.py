@@ -2,6 +2,11 @@
 and pushes to the loopback Hub (arrival byte for byte, failures that leave the folder intact and can be retried)."""
 
 import hashlib
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -13,6 +18,9 @@ from datasets_builder import publish
 from datasets_builder.tasks import ambiguity, reference_text
 from hf_icot.data import load_icot_dataset
 from tests.hub_server import loopback_hub  # noqa: F401  (pytest fixture)
+from tests.push_faults import FAULT_BY_NAME, PushFault, backoff_waits, file_hashes  # noqa: F401  (a fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SMALL = ambiguity.Params(n_bases=12, k=3, seed=5)
 OTHER = ambiguity.Params(n_bases=8, k=2, direction="b_to_a", seed=1)
@@ -203,11 +211,57 @@ def test_failed_push_leaves_the_folder_intact_and_can_be_retried(built, loopback
     assert message.startswith(
         f"pushing {built} to tester/retry failed: the Hub at {loopback_hub.url} answered HTTP 500"
     )
-    assert message.endswith("the local folder is unchanged, so the push can be retried.") and "\n" not in message
+    retry = f"python -m datasets_builder push {built} --repo tester/retry"
+    assert message.endswith(f"the local folder is unchanged, so retry with `{retry}`.") and "\n" not in message
     assert snapshot(built) == before
     assert loopback_hub.files("tester/retry") == {}
     publish.push(built, "tester/retry", token=loopback_hub.token)
     assert loopback_hub.files("tester/retry") == before
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        FAULT_BY_NAME[name]
+        for name in ("500 at LFS upload", "connection dropped mid-upload", "429 at commit, Retry-After 3")
+    ],
+    ids=lambda fault: fault.name,
+)
+def test_hub_faults_leave_the_dataset_folder_intact_and_the_retry_command_pushes(
+    fault: PushFault,
+    built,
+    loopback_hub,  # noqa: F811
+    backoff_waits,  # noqa: F811
+    capsys,
+    monkeypatch,
+):
+    from datasets_builder import cli
+
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    before = file_hashes(built)
+    rule = fault.arm(loopback_hub, "datasets")
+    assert cli.main(["push", str(built), "--repo", "tester/faulty"]) == 1
+    # each Parquet file is an LFS upload of its own, retried on its own (in parallel threads)
+    uploads = len(list(built.rglob("*.parquet"))) if fault.endpoint == "lfs_upload" else 1
+    assert (rule.fired, sorted(backoff_waits)) == (uploads * fault.tries, sorted(uploads * fault.waits))
+    err = capsys.readouterr().err
+    retry = f"python -m datasets_builder push {built} --repo tester/faulty"
+    expected = (
+        f"python -m datasets_builder push: error: pushing {re.escape(str(built))} to tester/faulty failed: "
+        f"{fault.clause(loopback_hub.url)}; the local folder is unchanged, so retry with `{re.escape(retry)}`\\.\n"
+    )
+    assert re.search(expected, err) and err.count("error:") == 1 and loopback_hub.token not in err, err
+    assert file_hashes(built) == before
+    assert loopback_hub.files("tester/faulty") == {}
+
+    loopback_hub.recover()
+    result = subprocess.run(
+        [sys.executable, *shlex.split(retry)[1:]], capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert loopback_hub.files("tester/faulty") == snapshot(built)
+    assert file_hashes(built) == before
 
 
 def test_push_errors_are_one_sentence_without_the_token(built, loopback_hub):  # noqa: F811
@@ -244,7 +298,7 @@ def test_push_in_offline_mode_says_so(built):
     with pytest.raises(
         publish.PushError,
         match=r"^pushing .* to tester/offline failed: HF_HUB_OFFLINE is set \(unset it to reach the Hub\); "
-        r"the local folder is unchanged, so the push can be retried\.$",
+        r"the local folder is unchanged, so retry with `python -m datasets_builder push .* --repo tester/offline`\.$",
     ):
         publish.push(built, "tester/offline", token="hf_whatever")
 

@@ -225,6 +225,23 @@ def broken(**changes):
         (broken(inputs=["coin", "push", "a kick"]), "inputs entry 'a kick' is not a token"),
         (broken(states=[]), "'states' must be a non-empty list of strings"),
         (
+            {
+                "states": ["s"],
+                "inputs": ["coin", "push"],
+                "start": "s",
+                "transitions": {"s": {"coin": "s", "push": "s"}},
+            },
+            r"^table machine\.json: 'states' lists the one state 's'; a semiautomaton needs at least 2 states, else "
+            r"every answer is the same\.$",
+        ),
+        (
+            broken(
+                transitions={state: {"coin": "jam", "push": "jam", "kick": "jam"} for state in TURNSTILE["states"]}
+            ),
+            r"^table machine\.json: every input sequence of length 5 ends in state 'jam', so every answer would be the "
+            r"same; give a table in which inputs of that length lead to at least 2 different states\.$",
+        ),
+        (
             broken(transitions={**TURNSTILE["transitions"], "ghost": {"coin": "jam", "push": "jam", "kick": "jam"}}),
             r"transitions name unknown states \['ghost'\] and lack states \[\]",
         ),

@@ -1,11 +1,13 @@
-"""Pushing a run folder to a loopback Hub: what arrives, private repos and branches, and failures (HTTP 500 mid-upload,
-refused token, no token, offline, not a model folder) that leave the folder intact, say one sentence, and are retried
-with ``python -m hf_icot.hub push``."""
+"""Pushing a run folder to a loopback Hub: what arrives, private repos and branches, and failures (the table of Hub
+faults in :mod:`tests.push_faults`, a push from the recipe failing mid-upload, no token, offline, not a model folder)
+that leave the folder intact, say one sentence, and are retried with ``python -m hf_icot.hub push``."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -13,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from hf_icot import hub
 from hf_icot.hub import PushError, push_output_dir
+from tests.push_faults import FAULTS, TRANSIENT, PushFault, backoff_waits, file_hashes  # noqa: F401  (a fixture)
 from tests.recipes.conftest import REPO, recipe_args, run_recipe
 
 COMMIT = r"^POST /api/models/.*/commit/"
@@ -103,6 +107,65 @@ def test_recipe_push_failing_mid_upload_leaves_the_run_intact_and_the_cli_retrie
     assert loopback_hub.token not in result.stdout + result.stderr
     assert loopback_hub.files("loopback-user/icot-run", repo_type="model") == _published(output)
     assert _snapshot(output) == before_push[0], "the retried push only read the folder too"
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=lambda fault: fault.name)
+def test_each_hub_fault_leaves_the_run_folder_intact_says_one_sentence_and_the_retry_command_uploads(
+    fault: PushFault,
+    run_folder: Path,
+    loopback_hub,
+    backoff_waits: list[float],  # noqa: F811
+    capsys,
+    monkeypatch,
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    repo = "loopback-user/faulty"
+    before = file_hashes(run_folder)
+    rule = fault.arm(loopback_hub, "models")
+    with pytest.raises(PushError) as caught:
+        push_output_dir(run_folder, repo)
+    assert (rule.fired, backoff_waits) == (fault.tries, fault.waits), "what huggingface_hub retried, and its waits"
+    message = str(caught.value)
+    retry = f"python -m hf_icot.hub push {run_folder} --repo {repo}"
+    assert re.fullmatch(
+        f"pushing {re.escape(str(run_folder))} to {repo} failed: {fault.clause(loopback_hub.url)}; "
+        f"the folder is intact, so retry with `{re.escape(retry)}`\\.",
+        message,
+    ), message
+    assert "\n" not in message and loopback_hub.token not in message
+
+    assert hub.main(["push", str(run_folder), "--repo", repo]) == 1  # the command line, while the fault lasts
+    captured = capsys.readouterr()
+    # stderr may first hold the client's upload progress bars; the error is its last line, exactly once
+    assert captured.out == "" and captured.err.endswith(f"error: {message}\n") and captured.err.count("error:") == 1
+    assert rule.fired == 2 * fault.tries
+    assert file_hashes(run_folder) == before, "the failed pushes only read the folder"
+    assert loopback_hub.files(repo, repo_type="model") == {}
+
+    loopback_hub.recover()
+    result = subprocess.run(
+        [sys.executable, *shlex.split(retry)[1:]], capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"pushed {run_folder} to {repo}: {loopback_hub.url}/loopback-user/faulty/commit/")
+    assert loopback_hub.files(repo, repo_type="model") == _published(run_folder)
+    assert file_hashes(run_folder) == before
+
+
+@pytest.mark.parametrize("fault", TRANSIENT, ids=lambda fault: fault.name)
+def test_a_fault_huggingface_hub_retries_is_absorbed_when_it_happens_once(
+    fault: PushFault,
+    run_folder: Path,
+    loopback_hub,
+    backoff_waits: list[float],  # noqa: F811
+    monkeypatch,
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    rule = fault.arm(loopback_hub, "models", times=1)
+    push_output_dir(run_folder, "loopback-user/flaky")
+    assert rule.fired == 1 and backoff_waits == fault.waits[:1]
+    assert loopback_hub.files("loopback-user/flaky", repo_type="model") == _published(run_folder)
 
 
 def test_refused_or_missing_token_is_one_sentence(run_folder: Path, loopback_hub, monkeypatch) -> None:
