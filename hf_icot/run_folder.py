@@ -30,12 +30,11 @@ CHECKPOINT_WEIGHTS = (
     "adapter_model.safetensors",
     "pytorch_model_fsdp_0",
 )
-#: Folders and files of a run in output_dir (beside its checkpoints) that a new run would replace.
+#: The folders and files in output_dir that mark it as holding a run (a new run would replace them).
 RUN_FOLDERS = re.compile(r"^(checkpoint|stage)-(\d+)$")
 RUN_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "eval_results.json")
 SAVING_PREFIX = ".saving-"  # hf_icot.hub.save_model's staging folders in output_dir
 STATE_CALLBACK = "ICoTStateCallback"  # hf_icot.trainer's ExportableState; named here so nothing imports the trainer
-TRUE, FALSE = "true", "false"
 
 
 def checkpoint_problem(folder: str | os.PathLike) -> str | None:
@@ -91,6 +90,10 @@ def earlier_run(output_dir: str | os.PathLike) -> list[str]:
         if entry.is_dir() and (match := RUN_FOLDERS.match(entry.name))
     ]
     return files + [f"{kind}-{step}" for kind, step in sorted(folders)]  # checkpoint-2 before checkpoint-10
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def run_identity(args: Any) -> dict[str, int]:
@@ -150,7 +153,7 @@ def prepare_run_folder(args: Any) -> str | None:
     """
     output_dir = str(args.output_dir)
     wanted = args.resume_from_checkpoint
-    wanted = None if wanted is None or str(wanted).strip().lower() in ("", FALSE) else str(wanted)
+    wanted = None if wanted is None or str(wanted).strip().lower() in ("", "false") else str(wanted)
     overwrite = bool(getattr(args, "overwrite_output_dir", False))
     if wanted is not None and overwrite:
         raise ValueError(
@@ -160,20 +163,20 @@ def prepare_run_folder(args: Any) -> str | None:
     if wanted is None:
         found = earlier_run(output_dir)
         if found and not overwrite:
-            shown = ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
             raise ValueError(
-                f"output_dir {output_dir!r} already holds another run ({shown}); continue it with "
+                f"output_dir {output_dir!r} already holds another run ({_listing(found)}); continue it with "
                 "--resume_from_checkpoint true, or start over with --overwrite_output_dir (which deletes its "
                 "checkpoints)."
             )
-        if found and args.should_save:
-            for name in found:
-                if RUN_FOLDERS.match(name):
-                    shutil.rmtree(os.path.join(output_dir, name))
-            logger.warning("--overwrite_output_dir: removed the earlier run's checkpoints from %s", output_dir)
+        # Left in place, the earlier run's checkpoints would mix with this run's, and `true` could pick one of them.
+        removed = [name for name in found if RUN_FOLDERS.match(name)]
+        if removed and args.should_save:
+            for name in removed:
+                shutil.rmtree(os.path.join(output_dir, name))
+            logger.warning("--overwrite_output_dir: removed %s from %s", ", ".join(removed), output_dir)
         return None
 
-    if wanted.lower() == TRUE:
+    if wanted.lower() == "true":
         checkpoint = last_complete_checkpoint(output_dir)
         if checkpoint is None:
             raise ValueError(
@@ -192,7 +195,7 @@ def prepare_run_folder(args: Any) -> str | None:
         found = earlier_run(output_dir)
         if elsewhere and found:
             raise ValueError(
-                f"output_dir {output_dir!r} holds another run ({', '.join(found[:3])}) than the checkpoint "
+                f"output_dir {output_dir!r} holds another run ({_listing(found)}) than the checkpoint "
                 f"{checkpoint!r}; give the checkpoint's own run folder as --output_dir, or a new folder."
             )
     saved = json.loads((Path(checkpoint) / TRAINER_STATE).read_text(encoding="utf-8"))

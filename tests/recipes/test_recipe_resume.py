@@ -194,6 +194,17 @@ def test_resume_with_another_seed_or_batch_size(
     assert _refused(argv) == f"checkpoint '{whole_run / f'checkpoint-{STEPS}'}' {message}"
 
 
+def test_resume_with_another_schedule(tiny_gpt2: Path, whole_run: Path) -> None:
+    """Refused by ICoTTrainer when training starts, where the schedule is bound to the data."""
+    argv = recipe_args(
+        tiny_gpt2, whole_run, *SAVE_EVERY_2, "--resume_from_checkpoint", "true", "--remove_per_epoch", "4"
+    )
+    message = _refused(argv)
+    assert message.startswith("the checkpoint was trained with the schedule {'name': 'stepwise', ")
+    assert "'remove_per_epoch': 8.0" in message and "'remove_per_epoch': 4.0" in message
+    assert message.endswith("resume with the same curriculum, batch size and seed, or start a new run.")
+
+
 def test_a_new_run_into_a_folder_holding_another_run(tiny_gpt2: Path, whole_run: Path, tmp_path: Path) -> None:
     message = _refused(recipe_args(tiny_gpt2, whole_run, *SAVE_EVERY_2))
     assert message == (
