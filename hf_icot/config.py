@@ -119,6 +119,22 @@ class ICoTConfig(TrainingArguments):
             "choices": list(TOO_LONG_ACTIONS),
         },
     )
+    # TrainingArguments documents this field as unused by Trainer; the recipes pass it on (hf_icot.run_folder).
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={
+            "help": "Continue a run: a checkpoint-<step> folder, or true for the last complete one in output_dir "
+            "(same schedule, seed and batch size as the run that wrote it)."
+        },
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Start a new run in an output_dir that holds another run: its checkpoint-* and stage-* folders are "
+            "deleted first, its model files replaced when this run saves. Without it such a run is refused; "
+            "--resume_from_checkpoint true continues the earlier run instead."
+        },
+    )
     # The collator needs the raw columns (question, cot, answer), which the model's forward does not take.
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Keep False: the ICoT collator reads question, cot and answer."}

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,16 @@ class RunOutputsMixin:
                 raise ValueError(
                     "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
                 )
-            self.save_model(self.args.output_dir)  # gathers the full state dict (or the adapter's) from the shards
+            # Written aside and moved in, as hub.save_model does: a kill mid-write leaves no truncated weights.
+            staging = Path(self.args.output_dir) / ".saving-fsdp"
+            if self.args.should_save and staging.is_dir():
+                shutil.rmtree(staging)
+            self.accelerator.wait_for_everyone()
+            self.save_model(str(staging))  # gathers the full state dict (or the adapter's) from the shards
+            self.accelerator.wait_for_everyone()
+            if self.args.should_save:
+                hub._move_into(staging, Path(self.args.output_dir))
+                shutil.rmtree(staging)
         elif self.is_world_process_zero():
             hub.save_model(
                 self.accelerator.unwrap_model(self.model),

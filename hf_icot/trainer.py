@@ -10,9 +10,12 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
   and ``cot/kept_tokens_mean`` (measured on this process's batches) join the training logs; when a stage ends its
   model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``).
-* **Exact resume**: the schedule and the run-time flags ride in ``trainer_state.json`` (an ``ExportableState``
-  callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on any number of
-  processes — continues the same curriculum.
+* **Exact resume**: the schedule, the run-time flags, the seed and the batch size ride in ``trainer_state.json`` (an
+  ``ExportableState`` callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on
+  any number of processes — continues the same curriculum; one with another schedule, seed or batch size is refused.
+* **Kill-safe checkpoints**: a checkpoint is written under a marker removed once every process has written its part
+  (older checkpoints are rotated out only then), and ``resume_from_checkpoint=True`` takes the last complete one
+  (:mod:`hf_icot.run_folder`).
 * **The end of a run** (:mod:`hf_icot.run_outputs`): ``evaluate_splits``, ``save_run``, ``create_model_card``,
   ``push_to_hub``.
 * **Non-finite loss** stops training with :class:`NonFiniteLossError` before the optimizer steps, so the last saved
@@ -33,11 +36,19 @@ from typing import Any
 import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ExportableState
-from transformers.trainer_utils import get_last_checkpoint, has_length
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, has_length, rotate_checkpoints
 
 from hf_icot.collator import ICoTCollator, context_length
 from hf_icot.config import ICoTConfig, schedule_from_config
 from hf_icot.layout import SequenceLayout
+from hf_icot.run_folder import (
+    CHECKPOINT_WRITING,
+    TRAINER_STATE,
+    checkpoint_problem,
+    last_complete_checkpoint,
+    resume_mismatch,
+    run_identity,
+)
 from hf_icot.run_outputs import RunOutputsMixin
 from hf_icot.schedules import Schedule, schedule_from_dict
 
@@ -71,13 +82,14 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
                 "schedule": trainer.schedule.to_dict(),
                 "previous_step_without_cot": trainer._previous_step_without_cot,
                 "optimizer_resets": trainer._optimizer_resets,
+                "run": run_identity(trainer.args),
             },
         }
 
     def on_train_begin(self, args, state, control, **kwargs):
         saved = (state.stateful_callbacks or {}).get(type(self).__name__)
         if saved:
-            self.trainer._restore_curriculum_state(saved["attributes"])
+            self.trainer._restore_curriculum_state(saved["attributes"], state.train_batch_size)
 
 
 class ICoTTrainer(RunOutputsMixin, Trainer):
@@ -265,7 +277,10 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
         """How many times the optimizer state was reset in this run (resumed runs included)."""
         return self._optimizer_resets
 
-    def _restore_curriculum_state(self, saved: dict[str, Any]) -> None:
+    def _restore_curriculum_state(self, saved: dict[str, Any], train_batch_size: int | None = None) -> None:
+        mismatch = resume_mismatch(saved, train_batch_size, self.args)
+        if mismatch is not None:
+            raise ValueError(mismatch)
         stored = schedule_from_dict(saved["schedule"]).to_dict()
         if stored != self.schedule.to_dict():
             raise ValueError(
@@ -291,8 +306,7 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
         return loss
 
     def _last_checkpoint(self) -> str | None:
-        folder = self.args.output_dir
-        return get_last_checkpoint(folder) if folder and os.path.isdir(folder) else None
+        return last_complete_checkpoint(self.args.output_dir) if self.args.output_dir else None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self.state.global_step > 0:
@@ -375,8 +389,27 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
         self.accelerator.wait_for_everyone()
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
-        """``Trainer.train``, then the end of the last stage (saved and evaluated like the others)."""
-        if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
+        """``Trainer.train``, then the end of the last stage (saved and evaluated like the others).
+
+        ``resume_from_checkpoint``: a checkpoint folder, or True for the last complete one in ``args.output_dir``
+        (transformers' own lookup would take the last one even if a killed run left it half-written).
+
+        Raises:
+            ValueError: an incomplete checkpoint, True with no complete checkpoint, or a checkpoint written with
+                another schedule, seed or batch size.
+        """
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = self._last_checkpoint()
+            if resume_from_checkpoint is None:
+                raise ValueError(f"no complete checkpoint-<step> folder in {self.args.output_dir!r} to resume from.")
+        if resume_from_checkpoint:
+            problem = checkpoint_problem(resume_from_checkpoint)
+            if problem is not None:
+                raise ValueError(f"cannot resume from {str(resume_from_checkpoint)!r}: {problem}.")
+            with open(os.path.join(resume_from_checkpoint, TRAINER_STATE), encoding="utf-8") as stream:
+                step = json.load(stream)["global_step"]
+            logger.info("resuming from %s: its %d optimizer steps are done", resume_from_checkpoint, step)
+        else:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
@@ -400,6 +433,32 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
         self.accelerator.free_memory()  # drops the accelerator's references to the DDP wrapper
         gc.collect()
         self.accelerator.end_training()
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        """``Trainer._save_checkpoint`` under a marker: transformers writes the files straight into ``checkpoint-<step>``
+        (model, optimizer, scheduler, each process's RNG state, ``trainer_state.json``), with no barrier before
+        ``trainer_state.json`` and no staging, and deletes older checkpoints right after; a kill in between must
+        not leave a folder that looks resumable, nor none at all."""
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        marker = os.path.join(folder, CHECKPOINT_WRITING)
+        if self.args.should_save:
+            os.makedirs(folder, exist_ok=True)
+            open(marker, "w").close()
+        limit = self.args.save_total_limit
+        self.args.save_total_limit = None  # rotation waits until this checkpoint is complete
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+        self.accelerator.wait_for_everyone()  # every process's RNG state and optimizer shard is written
+        if self.args.should_save:
+            os.remove(marker)
+            rotate_checkpoints(
+                output_dir=os.path.dirname(folder),
+                save_total_limit=limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
 
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
         super()._save(output_dir, state_dict)

@@ -12,13 +12,17 @@ Examples (from the repository root)::
     # LoRA on a local model, adapter saved alone and pushed (base named by its Hub id)
     python recipes/icot_gpt2.py --config recipes/configs/icot_gpt2_4x4.yaml --model_name_or_path ./gpt2 \\
         --base_model_hub_id openai-community/gpt2 --use_peft --push_to_hub --hub_model_id USER/gpt2-icot-4x4-lora
+    # continue a run that stopped (killed, preempted) from its last complete checkpoint
+    python recipes/icot_gpt2.py --config recipes/configs/icot_gpt2_4x4.yaml --resume_from_checkpoint true
     # retry a push that failed, without retraining
     python -m hf_icot.hub push OUTPUT_DIR --repo USER/NAME
 
 ``--config`` gives defaults, flags override them; ``--help`` lists every option. The data come from a Hub dataset
 repo or a folder written by ``python -m datasets_builder build`` (``--dataset_name_or_path``), or are built on the fly
 from ``--task`` and ``--task_args``. The run folder ends up holding the model (safetensors), tokenizer,
-``training_curves.png``, ``training_log.json``, ``eval_results.json`` and the model card ``README.md``.
+``training_curves.png``, ``training_log.json``, ``eval_results.json`` and the model card ``README.md``. A new run
+into a folder that holds another run is refused: continue it with ``--resume_from_checkpoint true`` (or a checkpoint's
+path), or start over with ``--overwrite_output_dir``.
 """
 
 from __future__ import annotations
@@ -46,11 +50,13 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     from hf_icot.config import schedule_from_config
     from hf_icot.data import load_run_data, run_splits
     from hf_icot.loading import apply_lora, load_model_and_tokenizer
+    from hf_icot.run_folder import prepare_run_folder
     from hf_icot.run_outputs import check_push_possible
     from hf_icot.runtime import use_all_cpu_threads
     from hf_icot.trainer import ICoTTrainer
 
     use_all_cpu_threads(on_cpu=training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread on a CPU
+    resume_from = prepare_run_folder(training_args)  # before any work: never over another run by accident
     # The run folder is pushed at the end, card and adapter handling included; Trainer's own push stays off.
     push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
     if push_to_hub:
@@ -93,7 +99,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         raise ValueError(
             "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
         )
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume_from)
 
     # Step 4: implicit and explicit answers (and the hint=k modes of --eval_modes) on every evaluation split.
     metrics = trainer.evaluate_splits(evaluation_sets)

@@ -55,3 +55,6 @@ def test_resume_after_sigkill_equals_the_uninterrupted_run(tmp_path):
     other = build_trainer(tmp_path / "other", remove_per_epoch=2)
     with pytest.raises(ValueError, match="the checkpoint was trained with the schedule"):
         other.train(resume_from_checkpoint=str(checkpoint))
+    # True takes the last complete checkpoint; none there is one sentence, not transformers' own lookup's error.
+    with pytest.raises(ValueError, match=r"^no complete checkpoint-<step> folder in '.*other/run' to resume from\.$"):
+        other.train(resume_from_checkpoint=True)

@@ -1,0 +1,82 @@
+"""Run ``recipes/icot_gpt2.py`` as its own ``__main__``, SIGKILLing the process at a chosen moment; launched by the
+resume tests.
+
+    python tests/recipes/killed_recipe.py step N RECIPE_ARGS...         # as optimizer step N + 1 begins
+    python tests/recipes/killed_recipe.py checkpoint N RECIPE_ARGS...   # while checkpoint-N is being written
+    python tests/recipes/killed_recipe.py final_model 0 RECIPE_ARGS...  # halfway through writing model.safetensors
+
+``step`` kills once N steps are done (every checkpoint up to N is written); ``checkpoint`` kills after the model,
+optimizer and scheduler of checkpoint-N are on disk but before its RNG state and ``trainer_state.json``;
+``final_model`` writes half of the final model's safetensors bytes, then kills. The command line after the first two
+arguments is the recipe's own.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import signal
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+RECIPE = REPO / "recipes" / "icot_gpt2.py"
+
+
+def kill() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def kill_at_step(step: int) -> None:
+    from hf_icot.trainer import ICoTTrainer
+
+    original = ICoTTrainer.get_batch_samples
+
+    def get_batch_samples(self, *args, **kwargs):
+        if self.state.global_step == step:  # called as each optimizer step begins, after the last one's save
+            kill()
+        return original(self, *args, **kwargs)
+
+    ICoTTrainer.get_batch_samples = get_batch_samples
+
+
+def kill_in_checkpoint(step: int) -> None:
+    from transformers import Trainer
+
+    original = Trainer._save_rng_state
+
+    def save_rng_state(self, output_dir):
+        if os.path.basename(output_dir) == f"checkpoint-{step}":
+            kill()
+        return original(self, output_dir)
+
+    Trainer._save_rng_state = save_rng_state
+
+
+def kill_in_final_model() -> None:
+    import transformers.modeling_utils as modeling_utils
+    from safetensors.torch import save
+
+    original = modeling_utils.safe_save_file
+
+    def safe_save_file(tensors, filename, metadata=None):
+        if "checkpoint-" in str(filename):
+            return original(tensors, filename, metadata=metadata)
+        data = save(tensors, metadata=metadata)
+        with open(filename, "wb") as stream:
+            stream.write(data[: len(data) // 2])
+        kill()
+
+    modeling_utils.safe_save_file = safe_save_file
+
+
+if __name__ == "__main__":
+    moment, at, *recipe_argv = sys.argv[1:]
+    {"step": kill_at_step, "checkpoint": kill_in_checkpoint, "final_model": lambda _: kill_in_final_model()}[moment](
+        int(at)
+    )
+    sys.argv = [str(RECIPE), *recipe_argv]
+    runpy.run_path(str(RECIPE), run_name="__main__")
