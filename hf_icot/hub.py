@@ -65,7 +65,11 @@ def default_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _move_into(staging: Path, output_dir: Path) -> None:
+#: The prefix of the folders a model is written into before it is moved into the run folder.
+SAVING_PREFIX = ".saving-"
+
+
+def move_into(staging: Path, output_dir: Path) -> None:
     """Move every file of ``staging`` into ``output_dir`` (same filesystem, so each move is an atomic rename)."""
     for path in sorted(staging.rglob("*")):
         if path.is_file():
@@ -109,10 +113,10 @@ def save_model(
             if base_model_id:
                 for config in model.peft_config.values():
                     config.base_model_name_or_path = base_model_id
-    with tempfile.TemporaryDirectory(dir=output_dir, prefix=".saving-") as staging:
+    with tempfile.TemporaryDirectory(dir=output_dir, prefix=SAVING_PREFIX) as staging:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
-        _move_into(Path(staging), output_dir)
+        move_into(Path(staging), output_dir)
     return kind
 
 

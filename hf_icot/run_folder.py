@@ -17,6 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from hf_icot.hub import SAVING_PREFIX
+
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint-(\d+)$")
@@ -33,7 +35,6 @@ CHECKPOINT_WEIGHTS = (
 #: The folders and files in output_dir that mark it as holding a run (a new run would replace them).
 RUN_FOLDERS = re.compile(r"^(checkpoint|stage)-(\d+)$")
 RUN_FILES = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors", "eval_results.json")
-SAVING_PREFIX = ".saving-"  # hf_icot.hub.save_model's staging folders in output_dir
 STATE_CALLBACK = "ICoTStateCallback"  # hf_icot.trainer's ExportableState; named here so nothing imports the trainer
 
 

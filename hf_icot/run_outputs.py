@@ -85,14 +85,14 @@ class RunOutputsMixin:
                     "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
                 )
             # Written aside and moved in, as hub.save_model does: a kill mid-write leaves no truncated weights.
-            staging = Path(self.args.output_dir) / ".saving-fsdp"
+            staging = Path(self.args.output_dir) / f"{hub.SAVING_PREFIX}fsdp"
             if self.args.should_save and staging.is_dir():
                 shutil.rmtree(staging)
             self.accelerator.wait_for_everyone()
             self.save_model(str(staging))  # gathers the full state dict (or the adapter's) from the shards
             self.accelerator.wait_for_everyone()
             if self.args.should_save:
-                hub._move_into(staging, Path(self.args.output_dir))
+                hub.move_into(staging, Path(self.args.output_dir))
                 shutil.rmtree(staging)
         elif self.is_world_process_zero():
             hub.save_model(
