@@ -70,7 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]]:
     """The command line of each form; the recipe's arguments are the same but for the output folder."""
-    recipe_args = ["--config", args.config, *(TINY_ARGS if args.tiny else [])]
+    # A bench run replaces its own earlier run folders (the recipe refuses to write over a run by accident).
+    recipe_args = ["--config", args.config, *(TINY_ARGS if args.tiny else []), "--overwrite_output_dir"]
     if args.max_steps is not None:
         recipe_args += ["--max_steps", str(args.max_steps)]
     launcher = [sys.executable, "-m", "accelerate.commands.launch"]
