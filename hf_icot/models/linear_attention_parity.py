@@ -101,9 +101,6 @@ class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
     def __init__(self, config: LinearAttentionParityConfig) -> None:
         super().__init__(config)
         T = sequence_length(config.n_bits, config.k)
-        allowed, values = chain_masks(config.n_bits, config.k)
-        self.register_buffer("allowed", allowed, persistent=False)
-        self.register_buffer("value_positions", values, persistent=False)
         self.w_kq = nn.Parameter(torch.zeros(T, T))  # positional key-query: score of (i, j) is W[i, j]
         self.post_init()
         if self.generation_config is not None:
@@ -111,7 +108,7 @@ class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
 
     def _init_weights(self, module: nn.Module) -> None:
         if module is self:
-            values = self.value_positions.float()
+            values = chain_masks(self.config.n_bits, self.config.k)[1].float().to(self.w_kq.device)
             self.w_kq.data.copy_(values / values.sum(-1, keepdim=True).clamp(min=1))
 
     def get_input_embeddings(self) -> nn.Module | None:
@@ -125,7 +122,8 @@ class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
         c = self.config
         v = token_values(ids, c.zero_token_id, c.one_token_id)  # (B, T)
         v[:, c.n_bits] = 1.0  # the constant input
-        weights = self.w_kq * self.allowed  # (T, T) linear attention: no normalisation
+        allowed = chain_masks(c.n_bits, c.k)[0].to(ids.device)  # rebuilt: see LogICoTParityModel.__init__
+        weights = self.w_kq * allowed  # (T, T) linear attention: no normalisation
         u = v @ weights.T  # (B, T): u_i = sum_j W[i, j] v_j
         z = phi(u)  # (B, T)
         padded = ids == c.placeholder_token_id

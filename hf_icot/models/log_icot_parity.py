@@ -115,11 +115,10 @@ class TreeAttentionLayer(nn.Module):
         super().__init__()
         self.T = T
         self.w_kq_pos = nn.Parameter(torch.zeros(T, T))  # the trainable top T x T block of W^KQ
-        self.register_buffer("w_kq_fixed", torch.zeros(T + 1, T + 1), persistent=False)  # the rest: fixed at 0
 
     def key_query_matrix(self) -> torch.Tensor:
         """(T+1, T+1) W^KQ: the trainable positional block, zeros for every entry touching the value coordinate."""
-        return self.w_kq_fixed + F.pad(self.w_kq_pos, (0, 1, 0, 1))
+        return F.pad(self.w_kq_pos, (0, 1, 0, 1))  # the fixed part is zeros, built here, never a parameter
 
     def attention(self, embedding: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         scores = embedding @ self.key_query_matrix() @ embedding.transpose(1, 2)  # (B, T, T)
@@ -144,10 +143,8 @@ class LogICoTParityModel(PreTrainedModel, GenerationMixin):
         super().__init__(config)
         T = sequence_length(config.n_bits, config.k)
         self.layers = nn.ModuleList(TreeAttentionLayer(T) for _ in range(config.num_layers))
-        levels = tree_levels(config.n_bits, config.k)
-        self.register_buffer("levels", levels, persistent=False)
-        self.register_buffer("allowed", level_mask(levels), persistent=False)
-        self.register_buffer("positions", torch.eye(T), persistent=False)
+        # The structure is a function of (n_bits, k), rebuilt in compute(): non-persistent buffers would come back
+        # uninitialised from from_pretrained (transformers builds the model on the meta device).
         self.post_init()
         if self.generation_config is not None:
             self.generation_config.use_cache = False  # no KV cache: generate() re-reads the whole sequence
@@ -174,12 +171,15 @@ class LogICoTParityModel(PreTrainedModel, GenerationMixin):
         x = token_values(ids, c.zero_token_id, c.one_token_id)  # (B, T)
         padded = ids == c.placeholder_token_id  # (B, T)
         B, T = ids.shape
-        embedding = torch.cat([self.positions.expand(B, T, T), x[..., None]], dim=-1)  # (B, T, T+1)
+        levels = tree_levels(c.n_bits, c.k).to(ids.device)  # (T,)
+        allowed_all = level_mask(levels)  # (T, T)
+        positions = torch.eye(T, device=ids.device)
+        embedding = torch.cat([positions.expand(B, T, T), x[..., None]], dim=-1)  # (B, T, T+1)
         h, z, maps = x, torch.zeros_like(x), []
         for level, layer in enumerate(self.layers, start=1):
-            allowed = self.allowed & (self.levels == level)[:, None]  # (T, T) only this level's rows
+            allowed = allowed_all & (levels == level)[:, None]  # (T, T) only this level's rows
             out, attention = layer(h, embedding, allowed)  # (B, T), (B, T, T)
-            node = self.levels == level  # (T,)
+            node = levels == level  # (T,)
             z = torch.where(node, out, z)
             h = torch.where(node & padded, out, h)  # gate: a padded level-l node takes the layer's value
             maps.append(attention)

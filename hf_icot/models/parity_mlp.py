@@ -118,3 +118,57 @@ class ParityMixtureCollator:
             for row, spec in zip(rows, specs)
         ]
         return {"features": torch.tensor(features), "labels": labels}
+
+
+def train_parity_mlp(
+    args: Any, schedule: Any, fields: Mapping[str, Any], train: Any, evaluation_sets: Mapping[str, Any]
+) -> dict[str, float]:
+    """Train the MLP with ``transformers.Trainer`` under ``schedule`` (``Mixture`` with a hint, or ``NoCoT``: the
+    end-to-end baseline), evaluating every ``args.eval_steps`` on the validation set with no CoT shown; save the
+    model, ``training_log.json`` and ``eval_results.json`` (per split: accuracy with 0 .. k - 1 steps shown).
+
+    Raises:
+        ValueError: a schedule other than mixture or no_cot, or a mixture without hints.
+    """
+    import json
+    import os
+
+    from transformers import Trainer
+
+    if schedule.name not in ("mixture", "no_cot") or (schedule.name == "mixture" and not schedule.layout.hint):
+        raise ValueError(
+            f"schedule {schedule.name!r} is not allowed for the parity MLP; use mixture with length_hint true and "
+            "removal_unit step (or no_cot, the end-to-end baseline)."
+        )
+    config = ParityMLPConfig(**{key: value for key, value in fields.items() if key != "model_type"})
+    model = ParityMLPForSequenceClassification(config)
+    n, k = config.n_bits, config.k
+    train = train.map(lambda row, index: {"example_id": index}, with_indices=True)
+
+    def shown(split: Any, count: int) -> Any:
+        return split.map(lambda row: {"features": encode_features(row, count, n, k)})
+
+    def accuracy(prediction: Any) -> dict[str, float]:
+        return {"answer_acc": float((prediction.predictions.argmax(-1) == prediction.label_ids).mean())}
+
+    args.prediction_loss_only = False  # the accuracy needs the logits
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=train,
+        eval_dataset=shown(evaluation_sets["validation"], 0),
+        data_collator=ParityMixtureCollator(schedule, n, k),
+        compute_metrics=accuracy,
+    )
+    trainer.train()
+    metrics: dict[str, float] = {}
+    for name, split in evaluation_sets.items():
+        for count in range(k):
+            result = trainer.evaluate(shown(split, count), metric_key_prefix="final")
+            metrics[f"{name}/shown={count}/answer_acc"] = result["final_answer_acc"]
+    trainer.save_model(args.output_dir)
+    with open(os.path.join(args.output_dir, "training_log.json"), "w", encoding="utf-8") as stream:
+        json.dump(trainer.state.log_history, stream, indent=2)
+    with open(os.path.join(args.output_dir, "eval_results.json"), "w", encoding="utf-8") as stream:
+        json.dump(metrics, stream, indent=2, sort_keys=True)
+    return metrics
