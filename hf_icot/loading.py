@@ -35,7 +35,9 @@ def longest_hint(layout: SequenceLayout, train: Sequence[Mapping[str, Any]], tok
 def _is_causal_lm(model_type: str) -> bool:
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from hf_icot.models import CAUSAL_LM_TYPES  # importing it registers the theory models with the Auto classes
+
+    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or model_type in CAUSAL_LM_TYPES
 
 
 def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
@@ -47,6 +49,8 @@ def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
             one the tokenizer sets (``vocab_size`` and the special-token ids).
     """
     from transformers import CONFIG_MAPPING, PretrainedConfig
+
+    import hf_icot.models  # noqa: F401  (registers the parity theory models with AutoConfig / AutoModelForCausalLM)
 
     fields = dict(fields)
     family = fields.pop("model_type", DEFAULT_SCRATCH_FAMILY)
@@ -63,6 +67,9 @@ def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
     config_class = CONFIG_MAPPING[family]
     ids = {"vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id}
     ids.update(bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)
+    # Models that read given tokens by id (the parity theory models: "0", "1", "####", the placeholder) list them.
+    for name, token in getattr(config_class, "token_fields", {}).items():
+        ids[name] = tokenizer.convert_tokens_to_ids(token)
     known = set(config_class().to_dict()) | set(getattr(config_class, "attribute_map", {}))
     unknown = sorted(set(fields) - known)
     if unknown:  # a config class takes any keyword, so a typo would be ignored silently

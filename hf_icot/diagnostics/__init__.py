@@ -1,0 +1,1 @@
+"""Learning-dynamics measurements as ``TrainerCallback``s, usable on any ICoT run."""
