@@ -92,6 +92,15 @@ class ICoTConfig(TrainingArguments):
         default=False,
         metadata={"help": "mixture: put a length-hint token before the CoT saying how many units follow."},
     )
+    sequence_format: str = field(
+        default="hf_icot",
+        metadata={
+            "help": "hf_icot (parts tokenized apart, cleanest for word-level tokenizers) or reference (the stepwise "
+            "reference's token ids: a space token before each <eos>, BOS where the tokenizer adds one, answer "
+            "commas removed, its keep_position positions).",
+            "choices": ["hf_icot", "reference"],
+        },
+    )
     eval_modes: list[str] = field(
         default_factory=list,
         metadata={"help": "Generation evaluation at each stage end: implicit, explicit, hint=k; empty: off."},
@@ -249,6 +258,7 @@ LAYOUT_FIELDS: dict[str, str] = {
     "unit": "removal_unit",
     "side": "removal_side",
     "hint": "length_hint",
+    "sequence_format": "sequence_format",
 }
 
 #: For each schedule, which ICoTConfig field sets each of its own fields (``seed`` and the layout are common).

@@ -130,13 +130,13 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             raise ValueError(f"ICoTTrainer needs an ICoTConfig as args, got {type(args).__name__}.")
         if processing_class is None:
             raise ValueError("ICoTTrainer needs the tokenizer as processing_class to encode questions and CoTs.")
-        data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class)
+        self.schedule = schedule if schedule is not None else schedule_from_config(args)
+        layout = self.schedule.layout
+        data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class, layout)
         if not isinstance(data_collator, ICoTCollator):
             raise ValueError(
                 f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
             )
-        self.schedule = schedule if schedule is not None else schedule_from_config(args)
-        layout = self.schedule.layout
         limit = context_length(model)
         self.skipped_too_long = 0
         with args.main_process_first(desc="hf_icot dataset preparation"):
