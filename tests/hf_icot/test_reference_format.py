@@ -157,3 +157,22 @@ def test_the_reference_format_starts_with_the_bos_a_tokenizer_adds(bpe_tokenizer
         ][0]
         != bos
     )
+
+
+def test_generation_prompts_sit_where_the_reference_puts_them(bpe_tokenizer):
+    from hf_icot.evaluation import plan_generation
+
+    line = anchor_lines(ANCHOR / "4_by_4_mult" / "valid.txt")[0]
+    example = parse_line(line)
+    ids = bpe_tokenizer(reference_text(line, bpe_tokenizer.eos_token))["input_ids"]
+    eos = bpe_tokenizer.eos_token_id
+    layout = SequenceLayout(fill="keep_position", sequence_format="reference")
+    for mode, removed in (("implicit", 10**6), ("reference", 10**6), ("explicit", 0)):
+        case = plan_generation(example, bpe_tokenizer, mode, layout)
+        full_ids, full_positions = reference_sequence(ids, eos, removed, "left")
+        assert case.prompt == full_ids[: len(case.prompt)]
+        start, shift = case.position_shift or (len(case.prompt), 0)
+        positions = [i + (shift if i >= start else 0) for i in range(len(case.prompt))]
+        assert positions == full_positions[: len(case.prompt)], mode
+        if mode != "reference":  # which lets the model write its CoT: its token cap counts the full one
+            assert case.gold_length == len(full_ids) - len(case.prompt)
