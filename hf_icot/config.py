@@ -128,6 +128,30 @@ class ICoTConfig(TrainingArguments):
             "choices": list(TOO_LONG_ACTIONS),
         },
     )
+    max_len_train: int | None = field(
+        default=None,
+        metadata={
+            "help": "Skip a training batch whose length after CoT removal exceeds this (the reference's "
+            "--max_len_train; counted in the logs as cot/skipped_long_batches). Unset: train on every batch."
+        },
+    )
+    decay_all_parameters: bool = field(
+        default=False,
+        metadata={
+            "help": "Apply weight_decay to every parameter, as the reference's plain torch.optim.AdamW does; "
+            "default: the Trainer's rule (no decay on biases and LayerNorm weights)."
+        },
+    )
+    select_best_epoch: bool = field(
+        default=False,
+        metadata={
+            "help": "After every epoch measure validation generation accuracy (selection_mode), keep the best epoch "
+            "by the reference's rule (the best resets while CoT remains) and end with its weights."
+        },
+    )
+    selection_mode: str = field(
+        default="explicit", metadata={"help": "select_best_epoch: the evaluation mode measured (free generation)."}
+    )
     # The collator needs the raw columns (question, cot, answer), which the model's forward does not take.
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Keep False: the ICoT collator reads question, cot and answer."}
@@ -155,6 +179,11 @@ class ICoTConfig(TrainingArguments):
 
             for mode in self.eval_modes:
                 parse_mode(mode)
+        if self.max_len_train is not None and self.max_len_train < 1:
+            raise ValueError(f"max_len_train {self.max_len_train} is not allowed; it must be >= 1 (unset: off).")
+        from hf_icot.evaluation import parse_mode  # the evaluation module owns the mode names
+
+        parse_mode(self.selection_mode)
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens {self.max_new_tokens} is not allowed; it must be >= 1.")
         if self.generation_eval_examples is not None and self.generation_eval_examples < 1:
