@@ -106,6 +106,7 @@ class RunOutputsMixin:
         weights_kind: str = "full",
         base_model: str | None = None,
         license: str | None = None,
+        selection: Mapping[str, Any] | None = None,
     ) -> Path | None:
         """Write the loss curves, the model card and ``eval_results.json`` into ``args.output_dir`` (main process;
         returns the card's path, None elsewhere).
@@ -119,6 +120,7 @@ class RunOutputsMixin:
             weights_kind: what :meth:`save_run` returned.
             base_model: the model fine-tuned (a Hub id for a link), None when trained from scratch.
             license: an SPDX-style license id.
+            selection: best-epoch selection's table (:meth:`hf_icot.model_selection.BestEpochCallback.summary`).
         """
         from hf_icot.evaluation import plan_generation, reportable_metrics
         from hf_icot.hub import write_text_atomic
@@ -147,6 +149,7 @@ class RunOutputsMixin:
                 "position_shift": asked.position_shift[1] if asked.position_shift else 0,
             },
             license=license,
+            selection=selection,
             inference_setting=f"{args.device.type}, batch size {args.per_device_eval_batch_size}",
             **run,
         )

@@ -111,3 +111,35 @@ def test_best_epoch_callback_ends_with_the_selected_epochs_weights(tmp_path, mon
     assert [row["test"] for row in callback.summary()["epochs"]] == [1.0, 1.0, None, None]
     assert all(torch.equal(value, snapshots[1][name]) for name, value in trainer.model.state_dict().items())
     assert callback.flat_metrics()["selection/best_epoch"] == 1.0
+
+
+def test_gpt2_positions_widen_with_copies_of_the_last_and_weights_reinitialize(tmp_path):
+    import torch
+
+    from hf_icot.loading import reinitialize_weights, widen_positions
+    from tests.hf_icot.tiny_task import tiny_gpt2
+
+    model = tiny_gpt2(20, tmp_path / "init", n_layer=1, n_embd=32, n_positions=16)
+    old = model.transformer.wpe.weight.detach().clone()
+    widen_positions(model, 24)
+    wpe = model.transformer.wpe.weight
+    assert wpe.shape == (24, 32) and model.config.n_positions == 24
+    assert torch.equal(wpe[:16], old) and all(torch.equal(wpe[i], old[-1]) for i in range(16, 24))
+    logits = model(torch.tensor([list(range(20))]), position_ids=torch.tensor([list(range(4, 24))])).logits
+    assert logits.shape == (1, 20, 20)  # positions beyond the old 16 have embeddings
+    before = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
+    reinitialize_weights(model)
+    after = model.transformer.h[0].mlp.c_fc.weight
+    assert not torch.equal(before, after) and abs(float(after.std()) - model.config.initializer_range) < 0.005
+
+
+def test_reference_files_are_read_as_evaluation_splits(tmp_path):
+    from hf_icot.data import read_reference_file
+
+    path = tmp_path / "test.txt"
+    path.write_text("John has 1,000 apples.||<<1000+234=1234>> #### 1,234\n\n2 * 3||6 #### 6\n", encoding="utf-8")
+    split = read_reference_file(path)
+    assert split.to_list() == [
+        {"question": "John has 1,000 apples.", "cot": ["<<1000+234=1234>>"], "answer": "1,234"},
+        {"question": "2 * 3", "cot": ["6"], "answer": "6"},
+    ]
