@@ -103,7 +103,9 @@ class ICoTConfig(TrainingArguments):
     )
     eval_modes: list[str] = field(
         default_factory=list,
-        metadata={"help": "Generation evaluation at each stage end: implicit, explicit, hint=k; empty: off."},
+        metadata={
+            "help": "Generation evaluation at each stage end: implicit, explicit, reference, hint=k; empty: off."
+        },
     )
     max_new_tokens: int | None = field(
         default=None,
