@@ -52,9 +52,18 @@ class ScriptArguments:
         default=None, metadata={"help": "Splits for the final evaluation; default: every split but train."}
     )
     card_license: str | None = field(default=None, metadata={"help": "License id for the model card (e.g. mit)."})
+    eval_files: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluation splits from reference-format text files ('question||cot #### answer' lines), as "
+            "split name -> path (JSON on the command line), e.g. the reference's own valid/test files; they replace "
+            "the data's splits of the same name."
+        },
+    )
 
     def __post_init__(self) -> None:
         self.task_args = _mapping("task_args", self.task_args)
+        self.eval_files = _mapping("eval_files", self.eval_files)
         if (self.dataset_name_or_path is None) == (self.task is None):
             raise ValueError("give exactly one of --dataset_name_or_path (a Hub repo or folder) and --task.")
         for name in ("max_train_examples", "max_eval_examples"):
@@ -102,6 +111,17 @@ class ModelArguments:
     merge_adapter: bool = field(
         default=False, metadata={"help": "Merge the LoRA adapter into the weights and save a plain model."}
     )
+    reinitialize_weights: bool = field(
+        default=False,
+        metadata={"help": "Re-draw every weight with the model's own initialisation (the reference's flag)."},
+    )
+    n_positions: int | None = field(
+        default=None,
+        metadata={
+            "help": "Widen a GPT-2's position embeddings to this many positions, new rows copying the last one, as "
+            "the reference does for --truncation beyond 1,024; unset: keep the model's."
+        },
+    )
 
     def __post_init__(self) -> None:
         self.scratch_model = _mapping("scratch_model", self.scratch_model)
@@ -109,6 +129,8 @@ class ModelArguments:
             raise ValueError("give exactly one of --model_name_or_path (a Hub id or folder) and --scratch_model.")
         if self.merge_adapter and not self.use_peft:
             raise ValueError("--merge_adapter needs --use_peft (there is no adapter to merge).")
+        if self.n_positions is not None and self.n_positions < 1:
+            raise ValueError(f"--n_positions {self.n_positions} is not allowed; it must be >= 1.")
         if self.lora_r < 1:
             raise ValueError(f"--lora_r {self.lora_r} is not allowed; it must be >= 1.")
         if not 0 <= self.lora_dropout < 1:

@@ -57,7 +57,70 @@ def _token_id(tokenizer: Any, token: str) -> int:
     return token_id
 
 
-def encode_example(example: Mapping[str, Any], truncated: TruncatedCoT, tokenizer: Any) -> dict[str, Any]:
+def reference_answer(text: str) -> str:
+    """The answer as the stepwise reference scores it (its ``extract_answer``): ``####`` and what follows the first
+    ``####`` of ``text``, stripped, commas removed (``"x #### 1,234 "`` -> ``"#### 1234"``); ``text`` stripped and
+    without commas when it holds no ``####``."""
+    if ANSWER_PREFIX not in text:
+        return text.strip().replace(",", "")
+    return (ANSWER_PREFIX + text.split(ANSWER_PREFIX, 1)[1]).strip().replace(",", "")
+
+
+def _space_tokens(tokenizer: Any) -> list[str]:
+    tokens = tokenizer.tokenize(" ")
+    if len(tokens) != 1:
+        raise ValueError(
+            f"sequence_format 'reference' needs a tokenizer that writes a lone space as one token (byte-level BPE "
+            f"such as GPT-2's); {type(tokenizer).__name__} gives {tokens!r}; use sequence_format 'hf_icot'."
+        )
+    return tokens
+
+
+def special_prefix(tokenizer: Any) -> list[int]:
+    """The ids the tokenizer puts before a text when it adds special tokens (a BOS for Mistral or Phi-3, none for
+    GPT-2), which the reference format starts with as the reference's ``tokenizer(..., add_special_tokens=True)``."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return list(full[:start])
+    return []
+
+
+def encode_parts(
+    example: Mapping[str, Any], tokenizer: Any, layout: SequenceLayout | None = None
+) -> tuple[list[int], list[list[str]], list[int]]:
+    """The three parts of ``example``'s sequence that ``<eos>`` separates: question ids, CoT tokens per step, answer ids
+    (``#### answer``). Under ``layout.sequence_format == "reference"`` they are the reference's: ``' {q} '``,
+    ``' ' + cot + ' '`` and ``' ' + answer + ' '`` (answer commas removed) tokenized as it tokenizes its whole line,
+    the trailing space's token counted as the CoT's last token, and the question starting with the tokenizer's
+    BOS where it adds one.
+
+    Raises:
+        ValueError: a word the tokenizer cannot represent, or the reference format with a tokenizer that has no
+            lone-space token.
+    """
+    steps = list(example["cot"])
+    answer = f"{ANSWER_PREFIX} {example['answer']}"
+    if layout is None or not layout.is_reference:
+        return (
+            encode_text(example["question"], tokenizer),
+            tokenize_steps(steps, tokenizer),
+            encode_text(answer, tokenizer),
+        )
+    space = _space_tokens(tokenizer)
+    step_tokens = tokenize_steps(steps, tokenizer)
+    if step_tokens:
+        step_tokens[-1] = step_tokens[-1] + space
+    else:  # ' <eos> ' + '' + ' <eos>': the two spaces between the separators are the CoT
+        step_tokens = [tokenizer.tokenize("  ")]
+    question_ids = special_prefix(tokenizer) + encode_text(example["question"] + " ", tokenizer)
+    return question_ids, step_tokens, encode_text(reference_answer(answer) + " ", tokenizer)
+
+
+def encode_example(
+    example: Mapping[str, Any], truncated: TruncatedCoT, tokenizer: Any, layout: SequenceLayout | None = None
+) -> dict[str, Any]:
     """Encode one example with its (already truncated) CoT.
 
     Args:
@@ -65,28 +128,34 @@ def encode_example(example: Mapping[str, Any], truncated: TruncatedCoT, tokenize
             ``answer_ids`` (see :meth:`ICoTCollator.prepare_dataset`), those are used instead of re-tokenizing.
         truncated: :func:`hf_icot.cot.truncate`'s output for this example, made with the same tokenizer.
         tokenizer: the model's tokenizer.
+        layout: the run's layout; its ``sequence_format`` decides the parts (:func:`encode_parts`) and, under
+            ``keep_position``, the positions (default: the ``hf_icot`` format).
 
     Returns:
         ``input_ids``, ``labels`` (-100 on the question, the first <eos> and the hint), ``position_ids`` (0..L-1, or
-        under ``keep_position`` the positions of the untruncated sequence from the CoT on) and ``prompt_length``
-        (question ids + 1).
+        under ``keep_position`` the positions of the untruncated sequence from the CoT on; in the reference format
+        from the token before the removed ones on) and ``prompt_length`` (question ids + 1).
 
     Raises:
         ValueError: a word or CoT token the tokenizer cannot represent, or a tokenizer without an eos token.
     """
-    return _encode_example(example, truncated, tokenizer, _eos_id(tokenizer), tokenizer.unk_token_id)
+    reference = layout is not None and layout.is_reference
+    return _encode_example(example, truncated, tokenizer, _eos_id(tokenizer), tokenizer.unk_token_id, reference)
 
 
 def _encode_example(
-    example: Mapping[str, Any], truncated: TruncatedCoT, tokenizer: Any, eos: int, unk: int | None
+    example: Mapping[str, Any],
+    truncated: TruncatedCoT,
+    tokenizer: Any,
+    eos: int,
+    unk: int | None,
+    reference: bool = False,
 ) -> dict[str, Any]:
     # encode_example with the special ids looked up once per batch (tokenizer properties are slow in the hot loop).
-    question_ids = example.get("question_ids")
-    if question_ids is None:
-        question_ids = encode_text(example["question"], tokenizer)
-    answer_ids = example.get("answer_ids")
-    if answer_ids is None:
-        answer_ids = encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)
+    question_ids, answer_ids = example.get("question_ids"), example.get("answer_ids")
+    if question_ids is None or answer_ids is None:
+        layout = SequenceLayout(sequence_format="reference") if reference else None
+        question_ids, _, answer_ids = encode_parts(example, tokenizer, layout)
     prefix = list(question_ids) + [eos]
     prompt_length = len(prefix)
     if truncated.hint is not None:
@@ -107,17 +176,38 @@ def _encode_example(
         cot_positions = [start + p for p in truncated.positions]
         after = start + truncated.total
         position_ids = list(range(start)) + cot_positions + list(range(after, after + len(suffix)))
+        if reference:
+            _move_gap_earlier(position_ids)
     else:
         position_ids = list(range(len(input_ids)))
     return {"input_ids": input_ids, "labels": labels, "position_ids": position_ids, "prompt_length": prompt_length}
 
 
-def encode_prompt(question: str, tokenizer: Any, mode: str = "explicit", hint: int | None = None) -> list[int]:
+def _move_gap_earlier(position_ids: list[int]) -> None:
+    """Give the token before the first jump in ``position_ids`` the position just before the jump (in place): the
+    reference shifts positions from the token *before* the removed ones (``position_ids[removal_from - 1:]``), so
+    the first ``<eos>`` (left removal) or the last kept CoT token (right removal) sits next to what follows."""
+    for index in range(1, len(position_ids)):
+        if position_ids[index] - position_ids[index - 1] > 1:
+            position_ids[index - 1] = position_ids[index] - 1
+            return
+
+
+def encode_prompt(
+    question: str,
+    tokenizer: Any,
+    mode: str = "explicit",
+    hint: int | None = None,
+    layout: SequenceLayout | None = None,
+) -> list[int]:
     """The generation prompt for ``question``.
 
     * ``explicit``: ``question <eos>``; the model generates ``cot <eos> #### answer <eos>``.
     * ``implicit``: ``question <eos> <eos>`` (an empty CoT); the model generates ``#### answer <eos>``.
     * ``hint``: ``question <eos> <len_hint>``; the model generates ``hint`` CoT units, then ``<eos> #### answer``.
+
+    The question is encoded as :func:`encode_parts` encodes it for ``layout`` (in the reference format: BOS where the
+    tokenizer adds one, and the space token before ``<eos>``).
 
     Raises:
         ValueError: an unknown mode, ``hint`` mode without a non-negative ``hint``, a hint token missing from the
@@ -126,7 +216,10 @@ def encode_prompt(question: str, tokenizer: Any, mode: str = "explicit", hint: i
     if mode not in PROMPT_MODES:
         raise ValueError(f"prompt mode {mode!r} is unknown; allowed: {', '.join(PROMPT_MODES)}.")
     eos = _eos_id(tokenizer)
-    ids = encode_text(question, tokenizer) + [eos]
+    if layout is not None and layout.is_reference:
+        ids = encode_parts({"question": question, "cot": [], "answer": ""}, tokenizer, layout)[0] + [eos]
+    else:
+        ids = encode_text(question, tokenizer) + [eos]
     if mode == "implicit":
         return ids + [eos]
     if mode == "hint":
@@ -210,10 +303,15 @@ class ICoTCollator:
 
     Args:
         tokenizer: the model's tokenizer (word-level from :mod:`hf_icot.tokenization`, or a prepared BPE tokenizer).
+        layout: the run's layout (:attr:`hf_icot.trainer.ICoTTrainer.layout`); its ``sequence_format`` decides how
+            examples become ids. Default: the ``hf_icot`` format.
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, layout: SequenceLayout | None = None) -> None:
         self.tokenizer = tokenizer
+        self.layout = layout or SequenceLayout()
+        if self.layout.is_reference:
+            _space_tokens(tokenizer)  # fail here, not at the first example
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer)
         # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
         # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
@@ -237,9 +335,10 @@ class ICoTCollator:
         out["n_cot_tokens"], out["n_cot_steps"] = [], []
         for index, question, steps, answer in zip(ids, batch["question"], batch["cot"], batch["answer"]):
             try:
-                out["question_ids"].append(encode_text(question, tokenizer))
-                out["answer_ids"].append(encode_text(f"{ANSWER_PREFIX} {answer}", tokenizer))
-                step_tokens = tokenize_steps(steps, tokenizer)
+                example = {"question": question, "cot": steps, "answer": answer}
+                question_ids, step_tokens, answer_ids = encode_parts(example, tokenizer, self.layout)
+                out["question_ids"].append(question_ids)
+                out["answer_ids"].append(answer_ids)
                 for step, tokens in zip(steps, step_tokens):
                     if tokenizer.unk_token is not None and tokenizer.unk_token in tokens:
                         encode_text(step, tokenizer)  # raises, naming the word
@@ -270,7 +369,8 @@ class ICoTCollator:
             max_length: the model's context; the untruncated sequence (plus the hint) must fit, since
                 ``keep_position`` and ``pad`` keep its length.
             too_long: ``"error"`` or ``"skip"`` (drop such examples).
-            layout: the curriculum's layout (a length hint adds a token to every sequence).
+            layout: the curriculum's layout (a length hint adds a token to every sequence); its sequence format must
+                be the collator's.
 
         Returns:
             The prepared dataset and the number of examples skipped.
@@ -283,6 +383,11 @@ class ICoTCollator:
         if missing:
             raise ValueError(
                 f"the dataset lacks the column(s) {', '.join(missing)}; hf_icot needs question, cot, answer."
+            )
+        if layout is not None and layout.sequence_format != self.layout.sequence_format:
+            raise ValueError(
+                f"the collator encodes in sequence_format {self.layout.sequence_format!r} but the run's layout is "
+                f"{layout.sequence_format!r}; build the collator with the run's layout (ICoTCollator(tokenizer, layout))."
             )
         if too_long not in ("error", "skip"):
             raise ValueError(f"too_long {too_long!r} is not allowed; choose error or skip.")
@@ -348,20 +453,20 @@ class ICoTCollator:
         """:func:`hf_icot.cot.truncate` each example with its spec (from the prepared CoT tokens when present)."""
         truncated = []
         for example, spec in zip(examples, specs):
-            if "cot_tokens" in example:
-                # The prepared tokens joined by spaces split back into exactly the tokenizer's tokens.
-                source = {"cot": example["cot_tokens"], "cot_level": example.get("cot_level")}
-                truncated.append(truncate(source, spec))
-            else:
-                truncated.append(truncate(example, spec, self.tokenizer))
+            cot_tokens = example.get("cot_tokens")
+            if cot_tokens is None:
+                cot_tokens = [" ".join(step) for step in encode_parts(example, self.tokenizer, self.layout)[1]]
+            # The tokens joined by spaces split back into exactly the tokenizer's tokens.
+            truncated.append(truncate({"cot": cot_tokens, "cot_level": example.get("cot_level")}, spec))
         return truncated
 
     def encode_batch(self, examples: Sequence[Mapping[str, Any]], truncated: Sequence[TruncatedCoT]) -> dict[str, Any]:
         """Encode and right-pad: ``input_ids``, ``attention_mask``, ``labels`` (-100 on question and padding) and,
         when some example keeps positions, ``position_ids``."""
-        eos, unk = _eos_id(self.tokenizer), self.tokenizer.unk_token_id
+        eos, unk, reference = _eos_id(self.tokenizer), self.tokenizer.unk_token_id, self.layout.is_reference
         encoded = [
-            _encode_example(example, cut, self.tokenizer, eos, unk) for example, cut in zip(examples, truncated)
+            _encode_example(example, cut, self.tokenizer, eos, unk, reference)
+            for example, cut in zip(examples, truncated)
         ]
         width = max(len(item["input_ids"]) for item in encoded)
         input_ids = np.full((len(encoded), width), self.pad_id, dtype=np.int64)

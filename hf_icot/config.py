@@ -92,9 +92,20 @@ class ICoTConfig(TrainingArguments):
         default=False,
         metadata={"help": "mixture: put a length-hint token before the CoT saying how many units follow."},
     )
+    sequence_format: str = field(
+        default="hf_icot",
+        metadata={
+            "help": "hf_icot (parts tokenized apart, cleanest for word-level tokenizers) or reference (the stepwise "
+            "reference's token ids: a space token before each <eos>, BOS where the tokenizer adds one, answer "
+            "commas removed, its keep_position positions).",
+            "choices": ["hf_icot", "reference"],
+        },
+    )
     eval_modes: list[str] = field(
         default_factory=list,
-        metadata={"help": "Generation evaluation at each stage end: implicit, explicit, hint=k; empty: off."},
+        metadata={
+            "help": "Generation evaluation at each stage end: implicit, explicit, reference, hint=k; empty: off."
+        },
     )
     max_new_tokens: int | None = field(
         default=None,
@@ -135,6 +146,30 @@ class ICoTConfig(TrainingArguments):
             "--resume_from_checkpoint true continues the earlier run instead."
         },
     )
+    max_len_train: int | None = field(
+        default=None,
+        metadata={
+            "help": "Skip a training batch whose length after CoT removal exceeds this (the reference's "
+            "--max_len_train; counted in the logs as cot/skipped_long_batches). Unset: train on every batch."
+        },
+    )
+    decay_all_parameters: bool = field(
+        default=False,
+        metadata={
+            "help": "Apply weight_decay to every parameter, as the reference's plain torch.optim.AdamW does; "
+            "default: the Trainer's rule (no decay on biases and LayerNorm weights)."
+        },
+    )
+    select_best_epoch: bool = field(
+        default=False,
+        metadata={
+            "help": "After every epoch measure validation generation accuracy (selection_mode), keep the best epoch "
+            "by the reference's rule (the best resets while CoT remains) and end with its weights."
+        },
+    )
+    selection_mode: str = field(
+        default="explicit", metadata={"help": "select_best_epoch: the evaluation mode measured (free generation)."}
+    )
     # The collator needs the raw columns (question, cot, answer), which the model's forward does not take.
     remove_unused_columns: bool = field(
         default=False, metadata={"help": "Keep False: the ICoT collator reads question, cot and answer."}
@@ -162,6 +197,11 @@ class ICoTConfig(TrainingArguments):
 
             for mode in self.eval_modes:
                 parse_mode(mode)
+        if self.max_len_train is not None and self.max_len_train < 1:
+            raise ValueError(f"max_len_train {self.max_len_train} is not allowed; it must be >= 1 (unset: off).")
+        from hf_icot.evaluation import parse_mode  # the evaluation module owns the mode names
+
+        parse_mode(self.selection_mode)
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens {self.max_new_tokens} is not allowed; it must be >= 1.")
         if self.generation_eval_examples is not None and self.generation_eval_examples < 1:
@@ -265,6 +305,7 @@ LAYOUT_FIELDS: dict[str, str] = {
     "unit": "removal_unit",
     "side": "removal_side",
     "hint": "length_hint",
+    "sequence_format": "sequence_format",
 }
 
 #: For each schedule, which ICoTConfig field sets each of its own fields (``seed`` and the layout are common).

@@ -80,6 +80,28 @@ def truncate_dataset(
     return datasets.Dataset.from_dict(columns, features=dataset.features)
 
 
+def read_reference_file(path: str | os.PathLike) -> datasets.Dataset:
+    """The examples of a reference-format text file (``question||cot #### answer`` per line, blank lines skipped),
+    as the stepwise reference reads its valid/test files, in the shared schema.
+
+    Raises:
+        ValueError: the file is missing or not UTF-8, or a line is malformed (naming its number).
+    """
+    from hf_icot.cot import example_features, parse_line
+
+    try:
+        with open(path, encoding="utf-8") as stream:
+            lines = stream.read().split("\n")
+    except FileNotFoundError:
+        raise ValueError(f"evaluation file {str(path)!r} does not exist; give a reference-format text file.") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"evaluation file {str(path)!r} is not UTF-8 text; save it as UTF-8.") from None
+    rows = [parse_line(line.strip(), number) for number, line in enumerate(lines, start=1) if line.strip()]
+    if not rows:
+        raise ValueError(f"evaluation file {str(path)!r} holds no example line.")
+    return datasets.Dataset.from_list(rows, features=example_features())
+
+
 def split_order(name: str) -> tuple[int, str]:
     """The order splits are evaluated and reported in: validation, test, then the others (``test_ood_*``) by name."""
     return {"validation": 0, "test": 1}.get(name, 2), name

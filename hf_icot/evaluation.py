@@ -7,7 +7,14 @@ A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :
 * ``"implicit"`` — prompt ``question <eos> <eos>`` (an empty CoT); the model writes ``#### answer <eos>``;
 * ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units (the last k of
   the CoT when the mixture removed from the left, its default; the first k with ``removal_side="right"``), then
-  ``<eos> #### answer <eos>``.
+  ``<eos> #### answer <eos>``;
+* ``"reference"`` — the stepwise reference's protocol: the explicit prompt, free generation, and exact match of the
+  ``#### answer`` read from the decoded continuation with commas removed (:func:`hf_icot.collator.reference_answer`).
+
+Explicit and reference mode let the model write as much CoT as it wants. Under ``keep_position`` a model that writes
+none (its first token is ``<eos>``) has that ``<eos>`` and what follows placed where they stood with the full CoT,
+as in training once the CoT was gone; in the reference format, whose positions shift from the prompt's ``<eos>`` on,
+reference mode instead places the prompt's ``<eos>`` there, as the reference asks a model with its CoT removed.
 
 In every mode the answer is closed by the third ``<eos>`` of the sequence, so generation of a row stops once its
 prompt plus continuation hold three; a batch ends when all its rows have stopped (:mod:`hf_icot.generation`).
@@ -18,6 +25,7 @@ here is computed by the metric shipped in :mod:`hf_icot.metrics`.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,14 +34,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_icot.collator import encode_prompt, encode_text, split_generation
-from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, cot_token_count, steps_text, tokenize_steps, truncate
+from hf_icot.collator import encode_parts, encode_prompt, encode_text, reference_answer, split_generation
+from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, steps_text, tokenize_steps, truncate
 from hf_icot.data import split_order
-from hf_icot.generation import generate_batched
+from hf_icot.generation import generate_batched, generate_with_empty_cot_shifts
 from hf_icot.layout import SequenceLayout
 from hf_icot.metrics import load_exact_match
 
 BASE_MODES = ("implicit", "explicit")
+#: The stepwise reference's protocol (its ``evaluate``): prompt ``question <eos>``, free greedy generation up to the
+#: answer's ``<eos>``, exact match of ``#### answer`` read from the decoded text with commas removed.
+REFERENCE_MODE = "reference"
+#: A mode's speed is reported (card, ``eval_results.json``) only when its answers are right: its answer exact match on
+#: the split is above 0 and at least this fraction of the split's best mode's, so speeds compare modes that work.
+SPEED_MIN_FRACTION_OF_BEST = 0.5
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -41,7 +55,7 @@ BASE_MODES = ("implicit", "explicit")
 
 
 def parse_mode(mode: str) -> tuple[str, int | None]:
-    """Split a mode name into its prompt mode and hint: ``"explicit"`` -> ``("explicit", None)``,
+    """Split a mode name into its prompt mode and hint: ``"explicit"`` and ``"reference"`` -> ``("explicit", None)``,
     ``"hint=3"`` -> ``("hint", 3)``.
 
     Raises:
@@ -49,9 +63,13 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
     """
     if mode in BASE_MODES:
         return mode, None
+    if mode == REFERENCE_MODE:
+        return "explicit", None
     if mode.startswith("hint=") and mode[len("hint=") :].isdigit():
         return "hint", int(mode[len("hint=") :])
-    raise ValueError(f"evaluation mode {mode!r} is unknown; allowed: 'implicit', 'explicit' or 'hint=k' with k >= 0.")
+    raise ValueError(
+        f"evaluation mode {mode!r} is unknown; allowed: 'implicit', 'explicit', 'reference' or 'hint=k' with k >= 0."
+    )
 
 
 def _expand_modes(modes: Sequence[str], hint_lengths: Sequence[int] | None) -> list[str]:
@@ -80,12 +98,15 @@ class GenerationCase:
             the full CoT); None when positions run on.
         gold_cot: the CoT the model should write ("" in implicit mode).
         gold_length: the tokens of the right continuation (CoT, ``<eos>``, ``#### answer <eos>``).
+        empty_cot_shift: for ``keep_position`` models in free generation, how far the first generated token and all
+            after it move when that token is ``<eos>`` (an empty CoT): the CoT's length; None otherwise.
     """
 
     prompt: list[int]
     position_shift: tuple[int, int] | None
     gold_cot: str
     gold_length: int
+    empty_cot_shift: int | None = None
 
 
 def plan_generation(
@@ -93,8 +114,11 @@ def plan_generation(
 ) -> GenerationCase:
     """Prompt, position shift and gold continuation of ``example`` in ``mode``, all from one tokenization of its CoT.
 
-    * explicit: the whole CoT, positions running on (a model writing its CoT has nothing removed);
-    * implicit: no CoT; under ``keep_position`` the prompt's closing ``<eos>`` sits where the full CoT ended;
+    * explicit: the whole CoT, positions running on (a model writing its CoT has nothing removed), except that under
+      ``keep_position`` an empty CoT moves what follows where the full CoT ended (``empty_cot_shift``); reference
+      mode asks the same, and in the reference format under ``keep_position`` shifts the prompt's ``<eos>`` instead;
+    * implicit: no CoT; under ``keep_position`` the prompt's closing ``<eos>`` (in the reference format, both
+      ``<eos>``) sits where the full CoT ended;
     * ``hint=k``: the ``k`` units (``layout.unit``) a removal from ``layout.side`` keeps, as training kept them; under
       ``keep_position`` the tokens after the removed ones (the first kept CoT token for a left removal, the ``<eos>``
       closing the kept CoT for a right one) sit where they stood with the full CoT.
@@ -104,14 +128,23 @@ def plan_generation(
     """
     layout = layout or SequenceLayout()
     base, hint = parse_mode(mode)
-    prompt = encode_prompt(example["question"], tokenizer, mode=base, hint=hint)
-    answer_length = len(encode_text(f"{ANSWER_PREFIX} {example['answer']}", tokenizer)) + 1
+    prompt = encode_prompt(example["question"], tokenizer, mode=base, hint=hint, layout=layout)
+    _, step_tokens, answer_ids = encode_parts(example, tokenizer, layout)
+    total, answer_length = sum(len(tokens) for tokens in step_tokens), len(answer_ids) + 1
+    # The reference format shifts from the token before the removed CoT: the first <eos>, not the one after it.
+    first_shifted = len(prompt) - (2 if layout.is_reference else 1)
     if base == "implicit":
-        shift = (len(prompt) - 1, cot_token_count(example, tokenizer)) if layout.keeps_positions else None
+        shift = (first_shifted, total) if layout.keeps_positions else None
         return GenerationCase(prompt, shift, "", answer_length)
     if hint is None:
-        total = cot_token_count(example, tokenizer)
-        return GenerationCase(prompt, None, " ".join(example["cot"]), total + 1 + answer_length)
+        case = GenerationCase(prompt, None, " ".join(example["cot"]), total + 1 + answer_length)
+        if not layout.keeps_positions:
+            return case
+        if layout.is_reference and mode == REFERENCE_MODE:
+            return dataclasses.replace(case, position_shift=(len(prompt) - 1, total))
+        if not layout.is_reference:
+            return dataclasses.replace(case, empty_cot_shift=total)
+        return case
     kept = _kept_under_hint(example, tokenizer, hint, layout)
     shift = None
     if layout.keeps_positions:
@@ -158,22 +191,29 @@ def _generate(
     """Generations of every case in order; with several processes, each generates its share (see
     :func:`evaluate_generation`)."""
     prompts = [case.prompt for case in cases]
+    empty = None
+    if any(case.empty_cot_shift for case in cases):
+        empty = [case.empty_cot_shift or 0 for case in cases]
     if accelerator is None or accelerator.num_processes == 1:
+        if empty is not None:
+            return generate_with_empty_cot_shifts(model, tokenizer, prompts, limit, empty, batch_size, shifts)
         return generate_batched(model, tokenizer, prompts, limit, batch_size, position_shifts=shifts)
     from accelerate.utils import DistributedType, gather_object
 
     sharded = accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
     with accelerator.split_between_processes(list(range(len(cases))), apply_padding=True) as mine:
         mine = list(mine)
-        generated = generate_batched(
-            model,
-            tokenizer,
-            [prompts[i] for i in mine],
-            limit,
-            batch_size,
-            position_shifts=None if shifts is None else [shifts[i] for i in mine],
-            synced_gpus=sharded,
-        )
+        my_shifts = None if shifts is None else [shifts[i] for i in mine]
+        if empty is not None:
+            generated = generate_with_empty_cot_shifts(
+                model, tokenizer, [prompts[i] for i in mine], limit, [empty[i] for i in mine], batch_size, my_shifts,
+                synced_gpus=sharded,
+            )  # fmt: skip
+        else:
+            generated = generate_batched(
+                model, tokenizer, [prompts[i] for i in mine], limit, batch_size, position_shifts=my_shifts,
+                synced_gpus=sharded,
+            )  # fmt: skip
     by_index = dict(gather_object(list(zip(mine, generated))))
     return [by_index[i] for i in range(len(cases))]
 
@@ -214,7 +254,7 @@ def evaluate_generation(
         model: a causal LM trained on hf_icot sequences (possibly PEFT-wrapped, on any device).
         tokenizer: the model's tokenizer.
         dataset: examples of the shared schema (``question``, ``cot``, ``answer``): a ``datasets.Dataset`` or a list.
-        modes: ``"implicit"``, ``"explicit"`` and/or ``"hint=k"`` (see the module docstring).
+        modes: ``"implicit"``, ``"explicit"``, ``"reference"`` and/or ``"hint=k"`` (see the module docstring).
         batch_size: prompts per forward pass.
         max_new_tokens: cap on generated tokens; by default :func:`default_max_new_tokens` per mode.
         hint_lengths: adds a mode ``"hint=k"`` for each ``k``.
@@ -233,7 +273,8 @@ def evaluate_generation(
 
     Returns:
         ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
-        ``f"{mode}/cot_em"`` for explicit and hint modes (gold CoT: :func:`gold_cot_text`). Speeds count generation
+        ``f"{mode}/cot_em"`` for explicit and hint modes (gold CoT: :func:`gold_cot_text`); reference mode scores
+        answers only, as the reference does. Speeds count generation
         only. With ``return_predictions``, the tuple ``(metrics, predictions_by_mode)``.
 
     Raises:
@@ -263,12 +304,16 @@ def evaluate_generation(
 
         parsed = [split_generation(ids, tokenizer, base) for ids in continuations]
         gold_answers = [ex["answer"] for ex in examples]
-        answers = metric.compute(
-            predictions=[answer for _, answer in parsed], references=gold_answers, return_matches=True
-        )
+        predicted_answers = [answer for _, answer in parsed]
+        if mode == REFERENCE_MODE:
+            predicted_answers = [
+                reference_answer(tokenizer.decode(ids, skip_special_tokens=True)) for ids in continuations
+            ]
+            gold_answers = [reference_answer(f"{ANSWER_PREFIX} {answer}") for answer in gold_answers]
+        answers = metric.compute(predictions=predicted_answers, references=gold_answers, return_matches=True)
         metrics[f"{mode}/answer_em"] = answers["exact_match"]
         cot_matches = None
-        if base != "implicit":
+        if base != "implicit" and mode != REFERENCE_MODE:
             gold_cots = [case.gold_cot for case in cases]
             cots = metric.compute(predictions=[cot for cot, _ in parsed], references=gold_cots, return_matches=True)
             metrics[f"{mode}/cot_em"] = cots["exact_match"]
@@ -320,6 +365,26 @@ def evaluate_splits(
     if not splits:
         raise ValueError(f"no split to evaluate; the dataset has only: {', '.join(available) or 'nothing'}.")
     return {name: evaluate_generation(model, tokenizer, dataset_dict[name], modes=modes, **kwargs) for name in splits}
+
+
+def reportable_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
+    """``<split>/<mode>/...`` metrics without the speeds of modes whose answers are not right (see
+    :data:`SPEED_MIN_FRACTION_OF_BEST`): a mode that answers wrongly can be fast, and its speed means nothing."""
+    best: dict[str, float] = {}
+    for key, value in metrics.items():
+        if key.endswith("/answer_em"):
+            split = key.rsplit("/", 2)[0]
+            best[split] = max(best.get(split, 0.0), value)
+    out = {}
+    for key, value in metrics.items():
+        if key.endswith(("/examples_per_s", "/tokens_per_s")):
+            prefix = key.rsplit("/", 1)[0]
+            split = prefix.rsplit("/", 1)[0]
+            answer_em = metrics.get(f"{prefix}/answer_em", 0.0)
+            if answer_em <= 0 or answer_em < SPEED_MIN_FRACTION_OF_BEST * best.get(split, 0.0):
+                continue
+        out[key] = value
+    return out
 
 
 def flatten_split_metrics(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

@@ -284,3 +284,48 @@ def generate_batched(
             for i, continuation in zip(batch, continuations):
                 results[i] = continuation
     return results
+
+
+def generate_with_empty_cot_shifts(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    empty_cot_shifts: Sequence[int],
+    batch_size: int = 64,
+    position_shifts: Sequence[tuple[int, int]] | None = None,
+    synced_gpus: bool | None = None,
+) -> list[list[int]]:
+    """:func:`generate_batched` for free generation by ``keep_position`` models: a row whose first generated token
+    is ``<eos>`` has closed an empty CoT, so that ``<eos>`` and all after it sit ``empty_cot_shifts[i]`` positions
+    later, where they stood with the full CoT (as the model was trained once its CoT was gone); other rows keep
+    running positions. Whether a row jumps depends on what it writes, so the first token is generated alone and the
+    rest continues from it.
+
+    Raises:
+        ValueError: ``empty_cot_shifts`` without one entry per prompt, or what :func:`generate_batched` refuses.
+    """
+    if len(empty_cot_shifts) != len(prompts):
+        raise ValueError(
+            f"empty_cot_shifts has {len(empty_cot_shifts)} entries for {len(prompts)} prompts; give one each."
+        )
+    first = generate_batched(
+        model, tokenizer, prompts, 1, batch_size, stop_after_answer=False, position_shifts=position_shifts,
+        synced_gpus=synced_gpus,
+    )  # fmt: skip
+    if max_new_tokens == 1:
+        return first
+    eos = tokenizer.eos_token_id
+    extended = [list(prompt) + token for prompt, token in zip(prompts, first)]
+    shifts = []
+    for index, (prompt, token) in enumerate(zip(prompts, first)):
+        start, shift = position_shifts[index] if position_shifts is not None else (len(prompt), 0)
+        if token == [eos] and empty_cot_shifts[index]:
+            if shift:
+                raise ValueError(f"prompt {index} already has a position shift; give it no empty_cot_shift.")
+            start, shift = len(prompt), empty_cot_shifts[index]
+        shifts.append((start, shift))
+    rest = generate_batched(
+        model, tokenizer, extended, max_new_tokens - 1, batch_size, position_shifts=shifts, synced_gpus=synced_gpus
+    )
+    return [token + more for token, more in zip(first, rest)]

@@ -11,6 +11,10 @@ from typing import Any
 from hf_icot.cot import FILLS, PLACEHOLDER_TOKEN, UNITS, TruncationSpec, hint_token
 
 SIDES = ("left", "right", "inductive")
+#: ``hf_icot``: ``question <eos> cot <eos> #### answer <eos>`` from separately tokenized parts; ``reference``: the
+#: stepwise-ICoT reference's ids, ``' {q} <eos> ' + cot + ' <eos> ' + answer + ' <eos>'`` tokenized whole (see
+#: :mod:`hf_icot.collator`).
+SEQUENCE_FORMATS = ("hf_icot", "reference")
 
 
 def check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
@@ -31,17 +35,34 @@ class SequenceLayout:
         side: where removal starts: ``left``, ``right`` or (staged only) ``inductive``. Under a hint of ``k`` units
             the ``k`` kept ones are the last after a ``left`` removal, the first after a ``right`` one.
         hint: a length-hint token before the CoT says how many units follow.
+        sequence_format: ``hf_icot`` or ``reference`` (:data:`SEQUENCE_FORMATS`). The reference format puts the
+            tokenizer's space token before each ``<eos>`` (counted as the CoT's last token, so the curriculum removes
+            it too), the tokenizer's BOS first where it adds one, drops commas from the answer, and under
+            ``keep_position`` moves the token before the removed tokens next to what follows them, as the
+            reference's ``position_ids[removal_from - 1:] += removed`` does. It removes tokens without hints.
     """
 
     fill: str = "drop"
     unit: str = "token"
     side: str = "left"
     hint: bool = False
+    sequence_format: str = "hf_icot"
 
     def __post_init__(self) -> None:
         check_choice("removal fill", self.fill, FILLS)
         check_choice("removal unit", self.unit, UNITS)
         check_choice("removal side", self.side, SIDES)
+        check_choice("sequence format", self.sequence_format, SEQUENCE_FORMATS)
+        if self.is_reference and (self.unit != "token" or self.hint or self.side == "inductive"):
+            raise ValueError(
+                "sequence_format 'reference' is the stepwise reference's: it removes tokens from the left or right "
+                f"without hints, not unit={self.unit!r}, side={self.side!r}, hint={self.hint}; use 'hf_icot'."
+            )
+
+    @property
+    def is_reference(self) -> bool:
+        """Whether sequences carry the stepwise reference's token ids (:data:`SEQUENCE_FORMATS`)."""
+        return self.sequence_format == "reference"
 
     @property
     def keeps_positions(self) -> bool:

@@ -196,3 +196,38 @@ def apply_lora(model: Any, args: ModelArguments) -> Any:
     if args.base_model_hub_id:  # what adapter_config.json names, so that others can load the base
         model.peft_config["default"].base_model_name_or_path = args.base_model_hub_id
     return model
+
+
+def widen_positions(model: Any, n_positions: int) -> None:
+    """Give a GPT-2 ``n_positions`` position embeddings in place, the new rows copies of the last (the reference's
+    expansion for ``--truncation`` beyond 1,024); a model with as many or more is left as it is.
+
+    Raises:
+        ValueError: a model without GPT-2's ``transformer.wpe``.
+    """
+    import torch
+
+    wpe = getattr(getattr(model, "transformer", None), "wpe", None)
+    if not isinstance(wpe, torch.nn.Embedding):
+        raise ValueError(
+            f"--n_positions widens GPT-2 position embeddings (transformer.wpe); {type(model).__name__} has none."
+        )
+    old = wpe.weight.shape[0]
+    if n_positions <= old:
+        return
+    wider = torch.nn.Embedding(n_positions, wpe.weight.shape[1], device=wpe.weight.device, dtype=wpe.weight.dtype)
+    with torch.no_grad():
+        wider.weight[:old] = wpe.weight
+        wider.weight[old:] = wpe.weight[-1]
+    model.transformer.wpe = wider
+    model.config.n_positions = n_positions
+
+
+def reinitialize_weights(model: Any) -> None:
+    """Re-draw every weight in place with the model's own initialisation (``_init_weights``), as the reference's
+    ``--reinitialize_weights``: the architecture and tokenizer of a pretrained model, none of its training."""
+    # transformers skips tensors it marked initialised (after loading); unmark them so that every one is drawn.
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if getattr(tensor, "_is_hf_initialized", False):
+            tensor._is_hf_initialized = False
+    model.apply(model._init_weights)

@@ -93,13 +93,19 @@ def save_training_curves(
     return png_path, json_path
 
 
+#: The modes the card's table and model-index show, headline first when evaluated.
+CARD_MODES = ("reference", "implicit", "explicit")
+
+
 def split_metrics(metrics: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Rows ``{split, implicit, explicit}`` from evaluation metrics named ``<split>/<mode>/answer_em``."""
+    """Rows ``{split, reference, implicit, explicit}`` from evaluation metrics named ``<split>/<mode>/answer_em``
+    (None where a mode was not evaluated; ``reference`` is the stepwise reference's protocol)."""
     rows: dict[str, dict[str, Any]] = {}
     for key, value in metrics.items():
         parts = key.split("/")
-        if len(parts) == 3 and parts[2] == "answer_em" and parts[1] in ("implicit", "explicit"):
-            rows.setdefault(parts[0], {"split": parts[0], "implicit": None, "explicit": None})[parts[1]] = value
+        if len(parts) == 3 and parts[2] == "answer_em" and parts[1] in CARD_MODES:
+            row = rows.setdefault(parts[0], {"split": parts[0], **dict.fromkeys(CARD_MODES)})
+            row[parts[1]] = value
     return sorted(rows.values(), key=lambda row: split_order(row["split"]))
 
 
@@ -120,8 +126,8 @@ def build_card_data(
 
     eval_results = []
     for row in results:
-        for mode in ("implicit", "explicit"):
-            if row[mode] is None:
+        for mode in CARD_MODES:
+            if row.get(mode) is None:
                 continue
             eval_results.append(
                 EvalResult(
@@ -174,6 +180,7 @@ def write_model_card(
     peft: Mapping[str, Any] | None = None,
     license: str | None = None,
     inference_setting: str = "greedy decoding",
+    selection: Mapping[str, Any] | None = None,
 ) -> Path:
     """Render ``model_cards/model_card.md.j2`` into ``output_dir/README.md``.
 
@@ -193,6 +200,7 @@ def write_model_card(
         peft: LoRA settings, if any.
         license: an SPDX-style license id for the metadata.
         inference_setting: how the throughput was measured (device, batch size), shown beside it.
+        selection: per-epoch model selection (:meth:`hf_icot.model_selection.BestEpochCallback.summary`), or None.
 
     Returns:
         The path of the card. The loss-curve PNG is embedded when ``training_curves.png`` is in ``output_dir``.
@@ -251,6 +259,7 @@ def write_model_card(
         hyperparameters=dict(hyperparameters),
         results=results,
         throughput=throughput,
+        selection=dict(selection) if selection else None,
         loss_curve=CURVES_PNG if (output_dir / CURVES_PNG).exists() else None,
         example=dict(example),
         citations=citations_for(str(schedule.get("name", ""))),

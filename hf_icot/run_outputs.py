@@ -45,13 +45,15 @@ class RunOutputsMixin:
     def evaluate_splits(self, splits: Mapping[str, Any], modes: list[str] | None = None) -> dict[str, float]:
         """Generation exact match on each split of ``splits`` (name → examples), as ``<split>/<mode>/<metric>``.
 
-        ``modes`` defaults to implicit and explicit plus the ``hint=k`` modes of ``args.eval_modes``. Every split is
+        ``modes`` defaults to implicit and explicit (led by reference in the reference sequence format) plus the
+        ``hint=k`` modes of ``args.eval_modes``. Every split is
         evaluated with its own default token cap (OOD splits may have longer CoTs) unless ``args.max_new_tokens``.
         Call it on every process.
         """
         if modes is None:
             hints = [mode for mode in self.args.eval_modes or [] if mode.startswith("hint=")]
-            modes = ["implicit", "explicit", *hints]
+            reference = ["reference"] if self.layout.is_reference else []  # the reference configs' headline
+            modes = [*reference, "implicit", "explicit", *hints]
         metrics: dict[str, float] = {}
         for name, split in splits.items():
             results = self.generation_metrics(split, modes)
@@ -114,26 +116,30 @@ class RunOutputsMixin:
         weights_kind: str = "full",
         base_model: str | None = None,
         license: str | None = None,
+        selection: Mapping[str, Any] | None = None,
     ) -> Path | None:
         """Write the loss curves, the model card and ``eval_results.json`` into ``args.output_dir`` (main process;
         returns the card's path, None elsewhere).
 
         Args:
-            metrics: :meth:`evaluate_splits`'s output (the card's results and model-index).
+            metrics: :meth:`evaluate_splits`'s output (the card's results and model-index; speeds kept only where
+                answers are right, :func:`hf_icot.evaluation.reportable_metrics`).
             dataset: what the card says about the data (``source``, ``config``, ``task``, ``fingerprint``, and
                 ``splits``: rows per split).
             example: an evaluation example for the card's how-to-use snippet, which asks it as evaluation does.
             weights_kind: what :meth:`save_run` returned.
             base_model: the model fine-tuned (a Hub id for a link), None when trained from scratch.
             license: an SPDX-style license id.
+            selection: best-epoch selection's table (:meth:`hf_icot.model_selection.BestEpochCallback.summary`).
         """
-        from hf_icot.evaluation import plan_generation
+        from hf_icot.evaluation import plan_generation, reportable_metrics
         from hf_icot.hub import write_text_atomic
         from hf_icot.model_card import describe_run, save_training_curves, write_model_card
 
         if not self.is_world_process_zero():
             return None
         output_dir, args = self.args.output_dir, self.args
+        metrics = reportable_metrics(metrics)  # no speed for a mode whose answers are wrong
         run = describe_run(self)
         save_training_curves(self.state.log_history, [s["start_step"] for s in run["schedule"]["stages"]], output_dir)
         asked = plan_generation(example, self.processing_class, "implicit", self.layout)
@@ -153,6 +159,7 @@ class RunOutputsMixin:
                 "position_shift": asked.position_shift[1] if asked.position_shift else 0,
             },
             license=license,
+            selection=selection,
             inference_setting=f"{args.device.type}, batch size {args.per_device_eval_batch_size}",
             **run,
         )

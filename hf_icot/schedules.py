@@ -98,7 +98,7 @@ class Schedule:
         seed: seed of every per-example draw.
         steps_per_epoch: optimizer steps per epoch (train dataloader length / gradient accumulation), bound by the
             trainer when training starts.
-        fill, unit, side, hint: the :class:`SequenceLayout` fields.
+        fill, unit, side, hint, sequence_format: the :class:`SequenceLayout` fields.
     """
 
     name: ClassVar[str] = ""
@@ -111,6 +111,7 @@ class Schedule:
     unit: str = "token"
     side: str = "left"
     hint: bool = False
+    sequence_format: str = "hf_icot"
 
     def __post_init__(self) -> None:
         check_choice("fill", self.fill, FILLS)
@@ -122,7 +123,9 @@ class Schedule:
     @property
     def layout(self) -> SequenceLayout:
         """How this curriculum lays sequences out (see :class:`SequenceLayout`)."""
-        return SequenceLayout(fill=self.fill, unit=self.unit, side=self.side, hint=self.hint)
+        return SequenceLayout(
+            fill=self.fill, unit=self.unit, side=self.side, hint=self.hint, sequence_format=self.sequence_format
+        )
 
     def bind(
         self,
@@ -251,7 +254,7 @@ class Stepwise(Schedule):
     (``P = 0``: ``remove_start_from + s - s0 + 1``, one more token every step). Once it reaches
     ``remove_all_when_remove_beyond`` the whole CoT goes. In training each example removes
     ``scheduled + offset`` tokens, the offset drawn from :func:`smoothing_offset_probabilities`
-    (``removal_smoothing_lambda = inf``: no offset). Counts beyond an example's CoT remove all of it.
+    (``removal_smoothing_lambda = inf``: no offset; none during the pretraining epochs either, as in the reference). Counts beyond an example's CoT remove all of it.
 
     ``max_cot_tokens`` (bound from the training data; None: unknown) ends the curriculum where the data ends: once the
     scheduled count reaches the longest CoT, every CoT is gone whatever the offsets, so from there the schedule reports
@@ -326,7 +329,9 @@ class Stepwise(Schedule):
         if self.removes_all(step):
             return [_spec("token", "all", 0, self.fill)] * len(example_ids)
         scheduled = self.scheduled(step)
-        if not training or math.isinf(self.removal_smoothing_lambda):
+        # During pretraining the reference removes exactly remove_start_from tokens (`to_remove.fill_`): no offsets.
+        pretraining = step < self.pretrain_epochs * self.steps_per_epoch
+        if not training or math.isinf(self.removal_smoothing_lambda) or pretraining:
             return [_spec("token", self.side, scheduled, self.fill)] * len(example_ids)
         offsets = np.searchsorted(self._cdf, example_uniforms(self.seed, step, example_ids), side="right")
         offsets = np.minimum(offsets, len(self._cdf) - 1)

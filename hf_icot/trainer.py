@@ -56,6 +56,8 @@ logger = logging.getLogger(__name__)
 
 STAGE_CHECKPOINT_PREFIX = "stage-"
 SCHEDULE_FILE = "icot_schedule.json"
+#: Marks a rendered batch that ``max_len_train`` skips (popped before the model sees the batch).
+SKIP_KEY = "icot_skip"
 
 
 class NonFiniteLossError(RuntimeError):
@@ -142,13 +144,13 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             raise ValueError(f"ICoTTrainer needs an ICoTConfig as args, got {type(args).__name__}.")
         if processing_class is None:
             raise ValueError("ICoTTrainer needs the tokenizer as processing_class to encode questions and CoTs.")
-        data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class)
+        self.schedule = schedule if schedule is not None else schedule_from_config(args)
+        layout = self.schedule.layout
+        data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class, layout)
         if not isinstance(data_collator, ICoTCollator):
             raise ValueError(
                 f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
             )
-        self.schedule = schedule if schedule is not None else schedule_from_config(args)
-        layout = self.schedule.layout
         limit = context_length(model)
         self.skipped_too_long = 0
         with args.main_process_first(desc="hf_icot dataset preparation"):
@@ -199,6 +201,12 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             optimizer_cls_and_kwargs=optimizer_cls_and_kwargs,
             preprocess_logits_for_metrics=preprocess_logits_for_metrics,
         )
+        if args.max_len_train is not None and self.accelerator.num_processes > 1:
+            # Processes skip different batches, but DDP and FSDP reduce gradients in one backward over all of them.
+            raise ValueError(
+                f"max_len_train skips batches on one process at a time, which {self.accelerator.num_processes} "
+                "processes reducing gradients together cannot do; run on one process or unset max_len_train."
+            )
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             # A script that forgets end_processes() still tears the group down before interpreter shutdown.
             atexit.register(_end_processes_at_exit, weakref.ref(self))
@@ -249,6 +257,7 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
         batches, without_cot = [], True
         for inputs in pending:
             batch, truncated = self._render(inputs, step, training=True)
+            self._mark_long_batch(batch)
             batches.append(batch)
             kept = sum(cut.kept for cut in truncated)
             without_cot = without_cot and kept == 0
@@ -292,7 +301,22 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
 
     # -- training step ---------------------------------------------------------------------------------------------
 
+    def _mark_long_batch(self, batch: dict[str, Any]) -> None:
+        """Flag a batch longer than ``args.max_len_train`` after removal (the reference skips it)."""
+        limit = self.args.max_len_train
+        if limit is not None and batch["input_ids"].shape[1] > limit:
+            batch[SKIP_KEY] = True
+            self.skipped_long_batches = getattr(self, "skipped_long_batches", 0) + 1
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        if self.args.decay_all_parameters:  # the reference's torch.optim.AdamW decays every parameter
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
+
     def training_step(self, model, inputs, num_items_in_batch=None):
+        if inputs.pop(SKIP_KEY, False):
+            # No forward or backward: parameters without a gradient are left alone by the optimizer step.
+            return torch.zeros((), device=self.args.device)
         loss = super().training_step(model, inputs, num_items_in_batch)
         if not torch.isfinite(loss).all():
             step = self.state.global_step
@@ -320,6 +344,8 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
                 logs["cot/optimizer_resets"] = self._optimizer_resets
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
+            if getattr(self, "skipped_long_batches", 0):
+                logs["cot/skipped_long_batches"] = self.skipped_long_batches
         super().log(logs, start_time)
 
     # -- evaluation ------------------------------------------------------------------------------------------------

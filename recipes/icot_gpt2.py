@@ -49,7 +49,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
 
     from hf_icot.config import schedule_from_config
     from hf_icot.data import load_run_data, run_splits
-    from hf_icot.loading import apply_lora, load_model_and_tokenizer
+    from hf_icot.loading import apply_lora, load_model_and_tokenizer, reinitialize_weights, widen_positions
     from hf_icot.run_folder import prepare_run_folder
     from hf_icot.run_outputs import check_push_possible
     from hf_icot.runtime import use_all_cpu_threads
@@ -76,10 +76,24 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     train, evaluation_sets = run_splits(
         dataset, script_args.eval_splits, script_args.max_train_examples, script_args.max_eval_examples
     )
+    if script_args.eval_files:  # e.g. the reference's own valid/test files, so scores are on its questions
+        from hf_icot.data import read_reference_file
+
+        for name, path in script_args.eval_files.items():
+            evaluation_sets[name] = read_reference_file(path)
+            if script_args.max_eval_examples is not None:
+                evaluation_sets[name] = evaluation_sets[name].select(
+                    range(min(len(evaluation_sets[name]), script_args.max_eval_examples))
+                )
     dataset_info["splits"] = {name: len(split) for name, split in dataset.items()}
+    dataset_info["splits"].update({name: len(evaluation_sets[name]) for name in script_args.eval_files or {}})
 
     # Step 2: model and tokenizer, ready for the curriculum's layout (placeholder, hint tokens); LoRA.
     model, tokenizer = load_model_and_tokenizer(model_args, schedule.layout, dataset)
+    if model_args.n_positions is not None:
+        widen_positions(model, model_args.n_positions)
+    if model_args.reinitialize_weights:
+        reinitialize_weights(model)
     if model_args.use_peft:
         model = apply_lora(model, model_args)
 
@@ -99,10 +113,22 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         raise ValueError(
             "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
         )
+    selection = None
+    if training_args.select_best_epoch:
+        from hf_icot.model_selection import BestEpochCallback
+
+        if "validation" not in evaluation_sets:
+            raise ValueError("--select_best_epoch needs a validation split; add one or pass it with --eval_files.")
+        selection = BestEpochCallback(
+            trainer, evaluation_sets["validation"], evaluation_sets.get("test"), training_args.selection_mode
+        )
+        trainer.add_callback(selection)
     trainer.train(resume_from_checkpoint=resume_from)
 
     # Step 4: implicit and explicit answers (and the hint=k modes of --eval_modes) on every evaluation split.
     metrics = trainer.evaluate_splits(evaluation_sets)
+    if selection is not None:  # the model is the selected epoch's; its per-epoch table goes with the results
+        metrics.update(selection.flat_metrics())
 
     # Step 5: model, curves, card and eval_results.json into the run folder, then the push.
     weights_kind = trainer.save_run(model_args.merge_adapter, model_args.base_model_hub_id)
@@ -113,6 +139,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         weights_kind=weights_kind,
         base_model=None if model_args.scratch_model else model_args.base_model_hub_id or model_args.name,
         license=script_args.card_license,
+        selection=selection.summary() if selection is not None else None,
     )
     if push_to_hub:
         url = trainer.push_to_hub()

@@ -138,8 +138,8 @@ def test_bad_weights_kind_is_refused(tmp_path: Path) -> None:
 def test_split_metrics_and_hub_ids() -> None:
     rows = split_metrics({"test/implicit/answer_em": 1.0, "validation/explicit/answer_em": 0.5, "x/y": math.pi})
     assert rows == [
-        {"split": "validation", "implicit": None, "explicit": 0.5},
-        {"split": "test", "implicit": 1.0, "explicit": None},
+        {"split": "validation", "reference": None, "implicit": None, "explicit": 0.5},
+        {"split": "test", "reference": None, "implicit": 1.0, "explicit": None},
     ]
     assert is_hub_id("gpt2") and is_hub_id("openai-community/gpt2")
     assert not any(is_hub_id(x) for x in ("./gpt2", "/abs/model", "a/b/c", "datasets_builder:multiplication", None))
@@ -191,3 +191,24 @@ def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_pat
     assert [p["generated_ids"] for p in shifted] != [p["generated_ids"] for p in plain]  # the shift matters here
     for index in (0, 5):
         assert snippet_output(examples[index], 3) == shifted[index]["generated_answer"]
+
+
+def test_reference_mode_leads_the_table_and_the_selection_table_is_shown(tmp_path: Path) -> None:
+    metrics = {**METRICS, "test/reference/answer_em": 0.875, "validation/reference/answer_em": 0.625}
+    selection = {
+        "mode": "reference",
+        "best_epoch": 1,
+        "epochs": [
+            {"epoch": 0, "cot_remained": True, "validation": 0.5, "test": 0.25},
+            {"epoch": 1, "cot_remained": False, "validation": 0.75, "test": 0.875},
+            {"epoch": 2, "cot_remained": False, "validation": 0.625, "test": None},
+        ],
+    }
+    card = _card(tmp_path, metrics=metrics, selection=selection)
+    assert "| test | 0.8750 | 1.0000 | 0.2500 |" in card.text
+    assert "the model kept is epoch **1**" in card.text
+    assert "| 1 | no | 0.7500 | 0.8750 |" in card.text and "| 2 | no | 0.6250 | – |" in card.text
+    names = {result.metric_name for result in card.data.eval_results}
+    assert "Reference exact match" in names
+    plain = _card(tmp_path / "plain").text  # without a reference score: the two-mode table, no selection section
+    assert "| test | 1.0000 | 0.2500 |" in plain and "Model selection" not in plain

@@ -348,3 +348,34 @@ def _split(name: str):
 
 def _test_split():
     return _split("test")
+
+
+def test_reference_format_run_evaluates_reference_files_and_keeps_the_best_epoch(
+    tiny_gpt2: Path, tmp_path: Path
+) -> None:
+    from hf_icot.cot import render_line
+
+    # Reference-format files of other questions than the generated splits (2x2 products the builder did not draw).
+    lines = [
+        render_line(ex) for ex in [{"question": "1 1 * 2 0", "cot": ["2 2 0", "+ 0 0 0 ( 2 2 0 )"], "answer": "2 2 0"}]
+    ]
+    files = {}
+    for name in ("validation", "test"):
+        files[name] = tmp_path / f"{name}.txt"
+        files[name].write_text("\n".join(lines * 3) + "\n", encoding="utf-8")
+    output = tmp_path / "out"
+    argv = recipe_args(
+        tiny_gpt2, output, "--sequence_format", "reference", "--select_best_epoch", "--selection_mode", "reference",
+        "--eval_files", json.dumps({name: str(path) for name, path in files.items()}),
+    )  # fmt: skip
+    metrics = run_recipe(argv)
+    saved = json.loads((output / "eval_results.json").read_text())
+    for split in ("validation", "test"):
+        for mode in ("reference", "implicit", "explicit"):
+            assert 0.0 <= saved[f"{split}/{mode}/answer_em"] <= 1.0, (split, mode)
+    assert saved["selection/best_epoch"] in (0.0, 1.0, 2.0, 3.0)
+    assert {f"selection/epoch_{e}/validation_answer_em" for e in range(4)} <= set(saved)
+    card = ModelCard.load(output / "README.md")
+    assert "reference exact match" in card.text and "### Model selection" in card.text
+    assert card.data.to_dict()["model-index"][0]["results"]  # the model-index holds the scores
+    assert metrics["selection/best_epoch"] == saved["selection/best_epoch"]
