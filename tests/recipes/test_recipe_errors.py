@@ -223,7 +223,7 @@ BAD_FLAGS = [
     (["--use_peft", "--lora_dropout", "1.5"], "--lora_dropout 1.5 is not allowed; it must be in [0, 1)."),
     (["--scratch_model", "[2]"], "--scratch_model '[2]' is not a JSON object; write e.g. '{\"a\": 1}'."),
     (["--eval_modes", "implicit", "bogus"], "evaluation mode 'bogus' is unknown; allowed: 'implicit', "
-     "'explicit' or 'hint=k' with k >= 0."),
+     "'explicit', 'reference' or 'hint=k' with k >= 0."),
     (["--max_new_tokens", "0"], "max_new_tokens 0 is not allowed; it must be >= 1."),
     (["--generation_eval_examples", "0"], "generation_eval_examples 0 is not allowed; it must be >= 1."),
     (["--remove_unused_columns", "true"], "remove_unused_columns=True would drop question/cot/answer before "
