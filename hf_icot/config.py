@@ -270,6 +270,15 @@ def parse_config(
     return outputs
 
 
+def parse_recipe_args(argv: Sequence[str] | None = None) -> tuple[Any, ICoTConfig, Any]:
+    """A recipe's ``(ScriptArguments, ICoTConfig, ModelArguments)`` from ``--config file.yaml`` (defaults) and flags
+    (overrides; a mapping flag such as ``--task_args`` or ``--scratch_model`` updates the file's key by key)."""
+    from hf_icot.arguments import ModelArguments, ScriptArguments
+
+    script_args, model_args, training_args = parse_config((ScriptArguments, ModelArguments, ICoTConfig), argv)
+    return script_args, training_args, model_args
+
+
 def _one_line_errors(parser: argparse.ArgumentParser) -> None:
     """A bad flag ends with argparse's one-line reason and a pointer to ``--help``, not the whole usage first (about
     150 lines for a recipe, burying the line that matters)."""

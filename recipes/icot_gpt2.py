@@ -32,6 +32,7 @@ import sys
 from typing import Any
 
 from hf_icot.arguments import ModelArguments, ScriptArguments
+from hf_icot.config import parse_recipe_args as parse_args  # --config file.yaml plus flags
 from hf_icot.hub import PushError  # light: the Hub client is imported only when pushing
 
 logger = logging.getLogger("icot_gpt2")
@@ -147,15 +148,6 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             logger.info("pushed %s to %s", training_args.output_dir, url)
     trainer.end_processes()  # left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT)
     return metrics
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, Any, ModelArguments]:
-    """``(ScriptArguments, ICoTConfig, ModelArguments)`` from ``--config file.yaml`` (defaults) and flags
-    (overrides; ``--task_args`` and ``--scratch_model`` update the file's mapping key by key)."""
-    from hf_icot.config import ICoTConfig, parse_config
-
-    script_args, model_args, training_args = parse_config((ScriptArguments, ModelArguments, ICoTConfig), argv)
-    return script_args, training_args, model_args
 
 
 if __name__ == "__main__":

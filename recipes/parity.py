@@ -30,6 +30,7 @@ import sys
 from typing import Any
 
 from hf_icot.arguments import ModelArguments, ScriptArguments
+from hf_icot.config import parse_recipe_args as parse_args  # --config file.yaml plus flags
 
 logger = logging.getLogger("parity")
 
@@ -108,14 +109,6 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     with open(os.path.join(training_args.output_dir, "stages.json"), "w", encoding="utf-8") as stream:
         json.dump(trainer.schedule.describe(trainer.state.max_steps), stream, indent=2, default=str)
     return metrics
-
-
-def parse_args(argv: list[str] | None = None) -> tuple[ScriptArguments, Any, ModelArguments]:
-    """``(ScriptArguments, ICoTConfig, ModelArguments)`` from ``--config file.yaml`` (defaults) and flags."""
-    from hf_icot.config import ICoTConfig, parse_config
-
-    script_args, model_args, training_args = parse_config((ScriptArguments, ModelArguments, ICoTConfig), argv)
-    return script_args, training_args, model_args
 
 
 if __name__ == "__main__":
