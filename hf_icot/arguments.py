@@ -55,9 +55,10 @@ class ScriptArguments:
     eval_files: dict | str | None = field(
         default=None,
         metadata={
-            "help": "Evaluation splits from reference-format text files ('question||cot #### answer' lines), as "
-            "split name -> path (JSON on the command line), e.g. the reference's own valid/test files; they replace "
-            "the data's splits of the same name."
+            "help": "Evaluation splits from reference-format text files ('question||cot #### answer' lines) or from "
+            "a published dataset ('DATASET:SPLIT' or 'DATASET:CONFIG:SPLIT', a Hub repo or a folder), as split name "
+            "-> source (JSON on the command line), e.g. the reference's own valid/test files; they replace the "
+            "data's splits of the same name."
         },
     )
 

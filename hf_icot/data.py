@@ -102,6 +102,25 @@ def read_reference_file(path: str | os.PathLike) -> datasets.Dataset:
     return datasets.Dataset.from_list(rows, features=example_features())
 
 
+def read_evaluation_split(source: str) -> datasets.Dataset:
+    """An evaluation split from ``source``: a reference-format text file (:func:`read_reference_file`), or a split
+    of a published dataset written ``DATASET:SPLIT`` or ``DATASET:CONFIG:SPLIT`` (DATASET a Hub repo id or a folder
+    written by ``python -m datasets_builder build``; the config may be left out when there is only one).
+
+    Raises:
+        ValueError: a missing file, a ``source`` that is neither a file nor ``DATASET[:CONFIG]:SPLIT``, or a dataset,
+            config or split that does not exist (naming what does).
+    """
+    if os.path.isfile(source) or ":" not in source:
+        return read_reference_file(source)
+    dataset, _, split = source.rpartition(":")
+    path, _, config = dataset.partition(":") if dataset.count(":") == 1 else (dataset, "", "")
+    loaded, _ = load_run_data(path, config or None)
+    if split not in loaded:
+        raise ValueError(f"split {split!r} is not in {source!r}; it has {', '.join(loaded)}.")
+    return loaded[split]
+
+
 def split_order(name: str) -> tuple[int, str]:
     """The order splits are evaluated and reported in: validation, test, then the others (``test_ood_*``) by name."""
     return {"validation": 0, "test": 1}.get(name, 2), name

@@ -78,10 +78,10 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         dataset, script_args.eval_splits, script_args.max_train_examples, script_args.max_eval_examples
     )
     if script_args.eval_files:  # e.g. the reference's own valid/test files, so scores are on its questions
-        from hf_icot.data import read_reference_file
+        from hf_icot.data import read_evaluation_split
 
-        for name, path in script_args.eval_files.items():
-            evaluation_sets[name] = read_reference_file(path)
+        for name, source in script_args.eval_files.items():
+            evaluation_sets[name] = read_evaluation_split(source)
             if script_args.max_eval_examples is not None:
                 evaluation_sets[name] = evaluation_sets[name].select(
                     range(min(len(evaluation_sets[name]), script_args.max_eval_examples))

@@ -1,5 +1,7 @@
 """load_icot_dataset: loads a published folder, truncates CoT with the one truncation function, validates names."""
 
+import re
+
 import pytest
 
 from datasets_builder import publish
@@ -71,3 +73,29 @@ def test_bad_names_and_counts_raise_one_sentence(folder, tmp_path):
         load_icot_dataset(str(tmp_path / "nowhere"), "mixed")
     saturated = load_icot_dataset(str(folder), "mixed", truncation="step:left:3:saturate", split="validation")
     assert saturated["cot"] == [[], []]
+
+
+def test_an_evaluation_split_comes_from_a_text_file_or_a_published_dataset(tmp_path):
+    from datasets_builder import publish, registry
+    from hf_icot.cot import render_line
+    from hf_icot.data import read_evaluation_split
+
+    params = registry.make_params("parity", n_bits=8, k=2, train_size=20, validation_size=5, test_size=6, seed=3)
+    folder = tmp_path / "parity"
+    publish.build_config(folder, "parity", params, progress=False)
+    built = registry.get_task("parity").build(params)
+    config = params.config_name()
+    for source in (f"{folder}:test", f"{folder}:{config}:test"):
+        split = read_evaluation_split(source)
+        assert [render_line(row) for row in split] == [render_line(row) for row in built["test"]]
+    text = tmp_path / "valid.txt"
+    text.write_text("".join(render_line(row) + "\n" for row in built["validation"]))
+    assert read_evaluation_split(str(text))["question"] == built["validation"]["question"]
+    with pytest.raises(
+        ValueError, match=rf"^split 'dev' is not in '{re.escape(str(folder))}:dev'; it has train, validation, test\.$"
+    ):
+        read_evaluation_split(f"{folder}:dev")
+    with pytest.raises(ValueError, match=rf"config 'nope' is not in '{re.escape(str(folder))}'"):
+        read_evaluation_split(f"{folder}:nope:test")
+    with pytest.raises(ValueError, match=r"evaluation file 'missing\.txt' does not exist"):
+        read_evaluation_split("missing.txt")
