@@ -1,8 +1,8 @@
 """How examples become token ids: the model sequence ``question <eos> [hint] cot <eos> #### answer <eos>``.
 
 The encoding functions (:func:`encode_text`, :func:`encode_example`, :func:`encode_prompt`, :func:`split_generation`)
-are the contract shared by training and evaluation (laid out by :class:`hf_icot.layout.SequenceLayout`); everything that turns text into ids or
-generated ids back into text goes through them.
+are the contract shared by training and evaluation (laid out by :class:`hf_icot.layout.SequenceLayout`); everything
+that turns text into ids or generated ids back into text goes through them.
 """
 
 from __future__ import annotations
