@@ -119,6 +119,7 @@ class Schedule:
         check_choice(f"{self.name} removal side", self.side, self.sides)
         if self.hint and not self.takes_hint:
             raise ValueError(f"length hints are for the mixture schedule; {self.name} takes hint=False.")
+        _ = self.layout  # the layout checks the sequence format against the other fields, here rather than later
 
     @property
     def layout(self) -> SequenceLayout:

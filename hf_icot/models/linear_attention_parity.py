@@ -33,19 +33,21 @@ from torch import nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-from hf_icot.models.parity_layout import canonicalize, next_token_logits, parity_lm_loss, sequence_length, token_values
+from hf_icot.models.parity_layout import (
+    TOKEN_FIELDS,
+    canonicalize,
+    next_token_logits,
+    parity_lm_loss,
+    sequence_length,
+    token_values,
+)
 
 
 class LinearAttentionParityConfig(PretrainedConfig):
     """n_bits, k (k - 1 chain steps) and readout_scale; token ids from the tokenizer (``token_fields``)."""
 
     model_type = "linear_attention_parity"
-    token_fields = {
-        "zero_token_id": "0",
-        "one_token_id": "1",
-        "marker_token_id": "####",
-        "placeholder_token_id": "<cot_pad>",
-    }
+    token_fields = TOKEN_FIELDS
 
     def __init__(
         self,

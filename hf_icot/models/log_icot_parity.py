@@ -39,7 +39,14 @@ from torch import nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-from hf_icot.models.parity_layout import canonicalize, next_token_logits, parity_lm_loss, sequence_length, token_values
+from hf_icot.models.parity_layout import (
+    TOKEN_FIELDS,
+    canonicalize,
+    next_token_logits,
+    parity_lm_loss,
+    sequence_length,
+    token_values,
+)
 
 
 class LogICoTParityConfig(PretrainedConfig):
@@ -47,13 +54,7 @@ class LogICoTParityConfig(PretrainedConfig):
     (``token_fields``, filled by :func:`hf_icot.loading.scratch_config`)."""
 
     model_type = "log_icot_parity"
-    #: config field -> token whose id it holds
-    token_fields = {
-        "zero_token_id": "0",
-        "one_token_id": "1",
-        "marker_token_id": "####",
-        "placeholder_token_id": "<cot_pad>",
-    }
+    token_fields = TOKEN_FIELDS
 
     def __init__(
         self,

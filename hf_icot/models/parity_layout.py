@@ -27,6 +27,14 @@ from dataclasses import dataclass
 
 import torch
 
+#: The token ids a theory model's config holds (config field -> token), filled from the tokenizer by
+#: :func:`hf_icot.loading.scratch_config`.
+TOKEN_FIELDS = {
+    "zero_token_id": "0",
+    "one_token_id": "1",
+    "marker_token_id": "####",
+    "placeholder_token_id": "<cot_pad>",
+}
 NEG = -1.0e4  # logit of a token that cannot come next: effectively probability 0, yet finite for the loss
 
 
