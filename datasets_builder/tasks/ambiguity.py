@@ -49,6 +49,13 @@ class Params:
     base_length: int = field(default=6, metadata={"help": "Characters per base string B."})
     selector_length: int = field(default=2, metadata={"help": "Characters per selector string z."})
     target_length: int = field(default=4, metadata={"help": "Characters per target string A."})
+    distinct_first_chars: bool = field(
+        default=False,
+        metadata={
+            "help": "The K targets of one base start with K different characters, so the first target token alone "
+            "carries the log K ambiguity (the study's enforce_unique_a_first_char_per_b; caps K at 36)."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Random seed for the strings and the row order."})
 
     def __post_init__(self) -> None:
@@ -70,6 +77,11 @@ class Params:
                 f"n_bases={self.n_bases} is larger than the {n_bases} distinct bases of {self.base_length} characters; "
                 f"use n_bases <= {n_bases} or a longer base_length."
             )
+        if self.distinct_first_chars and self.k > len(ALPHABET):
+            raise ValueError(
+                f"k={self.k} targets cannot start with distinct characters of the {len(ALPHABET)}-character alphabet; "
+                f"use k <= {len(ALPHABET)} or distinct_first_chars=False."
+            )
         n_targets = len(ALPHABET) ** self.target_length
         if self.k * self.n_bases > n_targets:
             raise ValueError(
@@ -82,6 +94,8 @@ class Params:
         lengths = (self.base_length, self.selector_length, self.target_length)
         if lengths != _DEFAULT_LENGTHS:
             name += "_len{}x{}x{}".format(*lengths)
+        if self.distinct_first_chars:
+            name += "_distinct_first"
         return name
 
 
@@ -98,6 +112,28 @@ def _distinct_strings(rng: random.Random, count: int, length: int) -> list[str]:
     return strings
 
 
+def _targets_with_distinct_first_chars(rng: random.Random, params: Params) -> list[str]:
+    """``k * n_bases`` globally distinct targets, base by base: each base's ``k`` start with ``k`` distinct
+    characters. The rest of each target is drawn among the strings not yet used after that first character."""
+    rest_length = params.target_length - 1
+    used: dict[str, set[str]] = {char: set() for char in ALPHABET}
+    targets = []
+    for _ in range(params.n_bases):
+        for first in rng.sample(ALPHABET, params.k):
+            if len(used[first]) == len(ALPHABET) ** rest_length:
+                raise ValueError(
+                    f"{params.n_bases} bases need more targets starting with {first!r} than the "
+                    f"{len(ALPHABET) ** rest_length} of {params.target_length} characters; use a longer target_length."
+                )
+            while True:
+                rest = "".join(rng.choice(ALPHABET) for _ in range(rest_length))
+                if rest not in used[first]:
+                    break
+            used[first].add(rest)
+            targets.append(first + rest)
+    return targets
+
+
 def _spaced(*strings: str) -> str:
     return " ".join(char for string in strings for char in string)
 
@@ -107,7 +143,10 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
     rng = random.Random(params.seed)
     bases = _distinct_strings(rng, params.n_bases, params.base_length)
     selectors = _distinct_strings(rng, params.k, params.selector_length)
-    targets = iter(_distinct_strings(rng, params.k * params.n_bases, params.target_length))
+    if params.distinct_first_chars:
+        targets = iter(_targets_with_distinct_first_chars(rng, params))
+    else:
+        targets = iter(_distinct_strings(rng, params.k * params.n_bases, params.target_length))
 
     rows = []
     for base in tqdm(bases, desc="ambiguity bases", disable=not progress):
@@ -146,4 +185,9 @@ def card_details(params: Params) -> dict[str, str]:
         "entropies": f"H(A|B) = log K = {math.log2(params.k):.3f} bits; H(A|B,z) = 0",
         "question": f"{shown}, one character per token",
         "alphabet": f"{len(ALPHABET)} characters, a-z and 0-9",
+        "first target characters": (
+            "distinct among the K targets of a base (the first target token alone is log K-ambiguous)"
+            if params.distinct_first_chars
+            else "drawn freely (two targets of a base may share their first character)"
+        ),
     }

@@ -86,3 +86,29 @@ def test_config_name_and_card():
 def test_bad_params_raise_one_sentence(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ambiguity.Params(**kwargs)
+
+
+def test_distinct_first_chars_make_the_first_target_token_carry_log_k():
+    params = ambiguity.Params(n_bases=200, k=36, distinct_first_chars=True, seed=5)
+    rows = ambiguity.build(params)["train"].to_list()
+    firsts = defaultdict(list)
+    for row in rows:
+        firsts[row["group"]].append(row["answer"].split()[0])
+    assert all(sorted(chars) == sorted(ambiguity.ALPHABET) for chars in firsts.values())
+    assert len({row["answer"] for row in rows}) == len(rows) == 7200, "targets stay globally unique"
+    assert params.config_name() == "bz_to_a_b200_k36_seed5_distinct_first"
+    assert "distinct among the K targets" in ambiguity.card_details(params)["first target characters"]
+    # without the option, some base has two targets with one first character (birthday bound: near certain at K=10)
+    free = ambiguity.build(ambiguity.Params(n_bases=50, k=10, seed=5))["train"].to_list()
+    by_base = defaultdict(list)
+    for row in free:
+        by_base[row["group"]].append(row["answer"][0])
+    assert any(len(set(chars)) < len(chars) for chars in by_base.values())
+
+
+def test_distinct_first_chars_refuse_more_than_36_targets_per_base():
+    with pytest.raises(ValueError, match=r"^k=37 targets cannot start with distinct characters of the 36-character"):
+        ambiguity.Params(k=37, distinct_first_chars=True)
+    with pytest.raises(ValueError, match=r"more targets starting with .* use a longer target_length\.$"):
+        # 36 one-character targets fit in all, but bases drawing their first characters freely reuse one
+        ambiguity.build(ambiguity.Params(n_bases=36, k=1, target_length=1, base_length=1, distinct_first_chars=True))

@@ -1,0 +1,191 @@
+"""The "marginals before conditionals" study: a small GPT-2 from scratch fits the K-fold ambiguity task (B, z) -> A,
+and the learning-dynamics diagnostics record how (:mod:`hf_icot.diagnostics`).
+
+Examples (from the repository root)::
+
+    # the study's setting: K = 10, n_b = 1,000, 4 x 128 GPT-2, AdamW 1e-3, batch 128, constant lr
+    python recipes/marginals.py --config recipes/configs/marginals.yaml --output_dir outputs/marginals/k10
+    # a sweep point: K = 20 at the same n_b, another seed
+    python recipes/marginals.py --config recipes/configs/marginals.yaml --task_args '{"k": 20, "seed": 1}' \\
+        --seed 1 --output_dir outputs/marginals/k20_s1
+
+``--config`` gives defaults, flags override them (``--help`` lists every option). Sequences are the study's
+``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (:mod:`hf_icot.answer_only`); training is
+the plain ``transformers.Trainer`` (there is no chain of thought to remove). The run folder holds the model
+(safetensors), ``log_history.json`` (training loss every ``logging_steps``), ``diagnostics.csv`` (one row every
+``diagnostics_interval`` steps) and ``run.json`` (the task, sizes, log K and τ). ``results/marginals/make_results.py``
+turns run folders into tables and plots.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from transformers import TrainerCallback, TrainingArguments
+
+from hf_icot.arguments import _mapping
+from hf_icot.config import parse_config
+
+logger = logging.getLogger("marginals")
+
+#: The study's model: 4 layers, 4 heads, d_model 128, d_mlp 512, GELU, learned positions, no dropout.
+STUDY_MODEL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "n_inner": 512, "activation_function": "gelu"}
+STUDY_MODEL.update(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, n_positions=32)
+
+
+@dataclass
+class MarginalsArguments:
+    """What the marginals recipe runs besides training: the task, the model and the diagnostics."""
+
+    task_args: dict | str | None = field(
+        default=None,
+        metadata={"help": "Ambiguity task parameters (datasets_builder.tasks.ambiguity.Params) as a mapping."},
+    )
+    scratch_model: dict | str | None = field(
+        default=None,
+        metadata={"help": "GPT-2 config fields of the model from scratch; default: the study's model (STUDY_MODEL)."},
+    )
+    diagnostics_interval: int = field(default=100, metadata={"help": "Steps between diagnostic measurements."})
+    diagnostic_examples: int = field(
+        default=1000, metadata={"help": "Examples (whole bases, K rows each) the diagnostics measure on."}
+    )
+    hessian_interval: int = field(
+        default=0, metadata={"help": "Steps between Hessian-extreme measurements (0: never; they are costly)."}
+    )
+    tau_fraction: float = field(
+        default=0.5, metadata={"help": "τ is the first measurement where candidate loss < tau_fraction * log K."}
+    )
+    stop_after_tau: float | None = field(
+        default=None,
+        metadata={
+            "help": "Stop training this fraction of τ after τ (at least 5 diagnostic intervals later) to spare the "
+            "steps after the transition; unset: train all max_steps."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        self.task_args = _mapping("--task_args", self.task_args) or {}
+        self.scratch_model = {**STUDY_MODEL, **(_mapping("--scratch_model", self.scratch_model) or {})}
+        if self.diagnostics_interval < 1:
+            raise ValueError(f"diagnostics_interval={self.diagnostics_interval} is not allowed; it must be >= 1.")
+        if self.hessian_interval < 0:
+            raise ValueError(f"hessian_interval={self.hessian_interval} is not allowed; use 0 (off) or >= 1.")
+        if not 0 < self.tau_fraction < 1:
+            raise ValueError(f"tau_fraction={self.tau_fraction} is not allowed; it must lie in (0, 1).")
+        if self.stop_after_tau is not None and self.stop_after_tau < 0:
+            raise ValueError(f"stop_after_tau={self.stop_after_tau} is not allowed; give a fraction >= 0 or leave it unset.")
+
+
+class StopAfterTransition(TrainerCallback):
+    """Stop training ``fraction * τ`` steps after τ (and at least ``min_steps`` after it); τ is read from the
+    diagnostics' candidate loss as it is measured."""
+
+    def __init__(self, diagnostics: Any, threshold: float, fraction: float, min_steps: int) -> None:
+        self.diagnostics, self.threshold, self.fraction, self.min_steps = diagnostics, threshold, fraction, min_steps
+
+    def on_step_end(self, args, state, control, **kwargs):
+        from hf_icot.diagnostics import detect_transition
+
+        rows = self.diagnostics.rows
+        tau = detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], self.threshold)
+        if tau is not None and state.global_step >= tau + max(self.fraction * tau, self.min_steps):
+            control.should_training_stop = True
+
+
+def diagnostic_rows(encoded: Any, n_examples: int, k: int) -> Any:
+    """The rows of the first ``ceil(n_examples / k)`` bases of ``encoded``: whole bases, so that each row's K
+    candidate answers are all present."""
+    wanted: set[str] = set()
+    for group in encoded["group"]:
+        if len(wanted) * k >= n_examples:
+            break
+        wanted.add(group)
+    return encoded.filter(lambda row: row["group"] in wanted, desc="diagnostic bases")
+
+
+def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str, Any]:
+    """Train one run of the study and write its folder (see the module docstring); returns ``run.json``'s content.
+
+    Raises:
+        ValueError: bad input (one sentence saying what to change), before any training.
+    """
+    from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, Trainer, set_seed
+
+    from datasets_builder import build_dataset
+    from hf_icot.answer_only import answer_only_tokenizer, encode_answer_only
+    from hf_icot.diagnostics import LearningDynamicsCallback, detect_transition
+    from hf_icot.loading import scratch_config
+
+    set_seed(training_args.seed)
+    # Step 1: the task, its tokenizer and the study's layout.
+    dataset, dataset_info = build_dataset("ambiguity", args.task_args)
+    tokenizer = answer_only_tokenizer(dataset)
+    train = encode_answer_only(dataset["train"], tokenizer)
+    k = len(train) // len(set(train["group"]))
+
+    # Step 2: the model from scratch; Step 3: train with the diagnostics on a fixed set of whole bases.
+    model = AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer))
+    diagnostics = LearningDynamicsCallback(
+        model,
+        diagnostic_rows(train, args.diagnostic_examples, k),
+        pad_token_id=tokenizer.pad_token_id,
+        interval=args.diagnostics_interval,
+        hessian_interval=args.hessian_interval or None,
+        csv_path=os.path.join(training_args.output_dir, "diagnostics.csv"),
+        group_accuracy_path=os.path.join(training_args.output_dir, "group_accuracy.csv"),
+        seed=training_args.seed,
+    )
+    threshold = args.tau_fraction * math.log(k)
+    callbacks = [diagnostics]
+    if args.stop_after_tau is not None:
+        callbacks.append(StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval))
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=train.select_columns(["input_ids", "labels"]),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100),
+        processing_class=tokenizer,
+        callbacks=callbacks,
+    )
+    diagnostics.trainer = trainer
+    trainer.train()
+
+    # Step 4: τ from the candidate-loss series, the run's record and the model.
+    rows = diagnostics.rows
+    tau = detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], threshold)
+    record = {
+        "task": {"config": dataset_info["config"], **args.task_args},
+        "k": k,
+        "n_bases": len(set(train["group"])),
+        "dataset_size": len(train),
+        "log_k": math.log(k),
+        "tau": tau,
+        "tau_fraction": args.tau_fraction,
+        "learning_rate": training_args.learning_rate,
+        "batch_size": training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps,
+        "seed": training_args.seed,
+        "max_steps": trainer.state.global_step,
+        "model": {**args.scratch_model, "parameters": model.num_parameters()},
+        "diagnostics": asdict(args),
+    }
+    trainer.save_model()
+    with open(os.path.join(training_args.output_dir, "log_history.json"), "w", encoding="utf-8") as stream:
+        json.dump(trainer.state.log_history, stream, indent=1)
+    with open(os.path.join(training_args.output_dir, "run.json"), "w", encoding="utf-8") as stream:
+        json.dump(record, stream, indent=2, default=str)
+    logger.info("K=%d D=%d tau=%s", k, len(train), tau)
+    return record
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        main(*parse_config((MarginalsArguments, TrainingArguments)))
+    except ValueError as error:
+        sys.exit(f"error: {error}")
