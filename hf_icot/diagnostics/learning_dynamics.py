@@ -53,6 +53,8 @@ class LearningDynamicsCallback(TrainerCallback):
             backward passes per end of the spectrum).
         hessian_examples: the fixed batch for the Hessian (default: ``examples``).
         hessian_k: eigenvalues per end of the spectrum.
+        hessian_tol: Lanczos' relative tolerance on them (tighter costs more products; see
+            :func:`~hf_icot.diagnostics.hessian.extreme_eigenvalues`).
         heads: (layer, head) pairs to ablate; None for every head.
         ablation_modes: any of ``"zero"``, ``"mean"``.
         solved_threshold: a group counts as solved at this accuracy or above.
@@ -66,9 +68,9 @@ class LearningDynamicsCallback(TrainerCallback):
 
     Raises:
         ValueError: ``interval`` or ``hessian_interval`` < 1, an unknown measurement or ablation mode, examples
-            without a column an enabled measurement reads, a head outside the model, ``hessian_k`` < 1, or the
-            bad examples named by each measurement's check (selectors of one kind only for Δz, answers of unequal
-            lengths within a group for the candidate loss).
+            without a column an enabled measurement reads, a head outside the model, ``hessian_k`` < 1,
+            ``batch_size`` < 1, or the bad examples named by each measurement's check (fewer than 2 distinct
+            selectors for Δz, answers of unequal lengths within a group for the candidate loss).
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class LearningDynamicsCallback(TrainerCallback):
         hessian_interval: int | None = None,
         hessian_examples: Iterable[dict] | None = None,
         hessian_k: int = 1,
+        hessian_tol: float = 1e-4,
         heads: Sequence[tuple[int, int]] | None = None,
         ablation_modes: Sequence[str] = ablation.MODES,
         solved_threshold: float = 0.8,
@@ -98,13 +101,16 @@ class LearningDynamicsCallback(TrainerCallback):
         unknown = [m for m in measurements if m not in MEASUREMENTS]
         if unknown:
             raise ValueError(f"measurement {unknown[0]!r} is unknown; allowed: {', '.join(MEASUREMENTS)}.")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} is not allowed; a forward pass takes at least 1 sequence.")
         if hessian_k < 1:
             raise ValueError(f"hessian_k={hessian_k} is not allowed; ask for at least 1 eigenvalue per end.")
         for mode in ablation_modes:
             if mode not in ablation.MODES:
                 raise ValueError(f"ablation mode {mode!r} is unknown; allowed: {', '.join(ablation.MODES)}.")
         self.model, self.trainer, self.pad_token_id = model, trainer, pad_token_id
-        self.interval, self.hessian_interval, self.hessian_k = interval, hessian_interval, hessian_k
+        self.interval, self.hessian_interval = interval, hessian_interval
+        self.hessian_k, self.hessian_tol = hessian_k, hessian_tol
         self.measurements = tuple(dict.fromkeys(measurements))
         self.ablation_modes, self.solved_threshold = tuple(ablation_modes), solved_threshold
         self.csv_path = Path(csv_path) if csv_path is not None else None
@@ -193,7 +199,12 @@ class LearningDynamicsCallback(TrainerCallback):
                     values[f"ablate_{mode}_l{layer}h{head}"] = float(array[layer, head])
         if with_hessian:
             extremes = hessian.hessian_extremes(
-                model, self.hessian_examples, pad_token_id=self.pad_token_id, k=self.hessian_k, seed=self.seed
+                model,
+                self.hessian_examples,
+                pad_token_id=self.pad_token_id,
+                k=self.hessian_k,
+                tol=self.hessian_tol,
+                seed=self.seed,
             )
             for i in range(self.hessian_k):
                 values[f"hessian_top_{i + 1}"] = float(extremes.top[i])

@@ -1,6 +1,8 @@
 """Head ablation touches exactly one head's slice of the output projection's input, and costs nothing for a head
 whose output the projection discards."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -12,15 +14,15 @@ from tests.hf_icot.diagnostics.study import PAD, study_examples, tiny_gpt2
 HEAD_DIM = 16  # n_embd 32 / n_head 2
 
 
-def projection_input(model, layer, ids, context=None):
+def projection_input(model, layer, ids, ablation=None):
+    """The input of ``layer``'s output projection, seen after any ablation hook (hooks run in registration order)."""
     captured = []
-    with context or torch.no_grad():
+    with ablation or contextlib.nullcontext(), torch.no_grad():
         handle = attention_output_projections(model)[layer].register_forward_pre_hook(
             lambda module, args: captured.append(args[0].clone())
         )
         try:
-            with torch.no_grad():
-                model(input_ids=ids)
+            model(input_ids=ids)
         finally:
             handle.remove()
     return captured[0]  # (B, S, n_heads * head_dim)
