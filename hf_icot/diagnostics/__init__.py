@@ -1,1 +1,45 @@
-"""Learning-dynamics measurements as ``TrainerCallback``s, usable on any ICoT run."""
+"""Learning-dynamics measurements as ``TrainerCallback``s, usable on any ICoT run.
+
+* :mod:`~hf_icot.diagnostics.answer_accuracy` — teacher-forced answer accuracy of an ICoT run
+  (``AnswerAccuracyCallback``).
+* The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.tokenized`):
+  :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ),
+  :func:`selector_attention`, :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
+  all of them during training through :class:`LearningDynamicsCallback`.
+"""
+
+from hf_icot.diagnostics.ablation import ablate_head, attention_output_projections, head_ablation
+from hf_icot.diagnostics.attention import selector_attention
+from hf_icot.diagnostics.candidates import CandidateLoss, GroupAccuracy, candidate_loss, group_accuracy
+from hf_icot.diagnostics.hessian import (
+    HessianExtremes,
+    curvature_along,
+    extreme_eigenvalues,
+    hessian_curvature_along,
+    hessian_extremes,
+)
+from hf_icot.diagnostics.learning_dynamics import MEASUREMENTS, LearningDynamicsCallback
+from hf_icot.diagnostics.transition import detect_transition
+from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_gap
+
+__all__ = [
+    "MEASUREMENTS",
+    "CandidateLoss",
+    "GroupAccuracy",
+    "HessianExtremes",
+    "LearningDynamicsCallback",
+    "ZShuffleGap",
+    "ablate_head",
+    "attention_output_projections",
+    "candidate_loss",
+    "curvature_along",
+    "derangement",
+    "detect_transition",
+    "extreme_eigenvalues",
+    "group_accuracy",
+    "head_ablation",
+    "hessian_curvature_along",
+    "hessian_extremes",
+    "selector_attention",
+    "z_shuffle_gap",
+]
