@@ -34,9 +34,12 @@ from hf_icot.config import parse_config
 
 logger = logging.getLogger("marginals")
 
-#: The study's model: 4 layers, 4 heads, d_model 128, d_mlp 512, GELU, learned positions, no dropout.
+#: The study's model as a GPT-2 config: 4 layers, 4 heads, d_model 128, d_mlp 512, GELU, learned positions, 32
+#: positions. Read from its code (a TransformerLens HookedTransformer): no dropout, an unembedding of its own (not
+#: tied to the embedding) and weights drawn with std 0.8 / sqrt(d_model) (TransformerLens' default), not GPT-2's 0.02.
 STUDY_MODEL = {"n_layer": 4, "n_head": 4, "n_embd": 128, "n_inner": 512, "activation_function": "gelu"}
 STUDY_MODEL.update(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, n_positions=32)
+STUDY_MODEL.update(tie_word_embeddings=False, initializer_range=round(0.8 / 128**0.5, 4))
 
 
 @dataclass
@@ -51,9 +54,17 @@ class MarginalsArguments:
         default=None,
         metadata={"help": "GPT-2 config fields of the model from scratch; default: the study's model (STUDY_MODEL)."},
     )
-    diagnostics_interval: int = field(default=100, metadata={"help": "Steps between diagnostic measurements."})
+    diagnostics_interval: int = field(default=50, metadata={"help": "Steps between diagnostic measurements."})
+    measurements: list[str] = field(
+        default_factory=lambda: ["z_shuffle_gap", "candidate_loss", "group_accuracy", "selector_attention"],
+        metadata={"help": "What the diagnostics measure every interval (hf_icot.diagnostics.MEASUREMENTS)."},
+    )
+    final_head_ablation: bool = field(
+        default=True,
+        metadata={"help": "Zero- and mean-ablate every head of the final model (ablation.json; costly every step)."},
+    )
     diagnostic_examples: int = field(
-        default=1000, metadata={"help": "Examples (whole bases, K rows each) the diagnostics measure on."}
+        default=200, metadata={"help": "Examples (whole bases, K rows each) the diagnostics measure on."}
     )
     hessian_interval: int = field(
         default=0, metadata={"help": "Steps between Hessian-extreme measurements (0: never; they are costly)."}
@@ -79,7 +90,9 @@ class MarginalsArguments:
         if not 0 < self.tau_fraction < 1:
             raise ValueError(f"tau_fraction={self.tau_fraction} is not allowed; it must lie in (0, 1).")
         if self.stop_after_tau is not None and self.stop_after_tau < 0:
-            raise ValueError(f"stop_after_tau={self.stop_after_tau} is not allowed; give a fraction >= 0 or leave it unset.")
+            raise ValueError(
+                f"stop_after_tau={self.stop_after_tau} is not allowed; give a fraction >= 0 or leave it unset."
+            )
 
 
 class StopAfterTransition(TrainerCallback):
@@ -136,6 +149,7 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
         diagnostic_rows(train, args.diagnostic_examples, k),
         pad_token_id=tokenizer.pad_token_id,
         interval=args.diagnostics_interval,
+        measurements=args.measurements,
         hessian_interval=args.hessian_interval or None,
         csv_path=os.path.join(training_args.output_dir, "diagnostics.csv"),
         group_accuracy_path=os.path.join(training_args.output_dir, "group_accuracy.csv"),
@@ -143,8 +157,10 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
     )
     threshold = args.tau_fraction * math.log(k)
     callbacks = [diagnostics]
-    if args.stop_after_tau is not None:
-        callbacks.append(StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval))
+    if args.stop_after_tau is not None and "candidate_loss" in args.measurements:
+        callbacks.append(
+            StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval)
+        )
     trainer = Trainer(
         model=model,
         args=training_args,
@@ -157,8 +173,10 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
     trainer.train()
 
     # Step 4: τ from the candidate-loss series, the run's record and the model.
-    rows = diagnostics.rows
-    tau = detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], threshold)
+    tau = None
+    if "candidate_loss" in args.measurements:
+        rows = diagnostics.rows
+        tau = detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], threshold)
     record = {
         "task": {"config": dataset_info["config"], **args.task_args},
         "k": k,
@@ -174,6 +192,12 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
         "model": {**args.scratch_model, "parameters": model.num_parameters()},
         "diagnostics": asdict(args),
     }
+    if args.final_head_ablation:
+        from hf_icot.diagnostics import head_ablation
+
+        increases = head_ablation(model, diagnostics.examples, pad_token_id=tokenizer.pad_token_id)
+        with open(os.path.join(training_args.output_dir, "ablation.json"), "w", encoding="utf-8") as stream:
+            json.dump({mode: array.tolist() for mode, array in increases.items()}, stream, indent=1)
     trainer.save_model()
     with open(os.path.join(training_args.output_dir, "log_history.json"), "w", encoding="utf-8") as stream:
         json.dump(trainer.state.log_history, stream, indent=1)

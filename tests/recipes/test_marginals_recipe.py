@@ -1,0 +1,110 @@
+"""recipes/marginals.py: a few real Trainer steps write the run folder the analysis reads; τ stops a run; bad input."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from transformers import AutoModelForCausalLM
+
+from hf_icot.config import parse_config
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": 64}
+
+
+def _recipe():
+    if "marginals_recipe" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("marginals_recipe", REPO / "recipes" / "marginals.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules["marginals_recipe"]
+
+
+def _args(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "--config", str(REPO / "recipes" / "configs" / "marginals.yaml"),
+        "--task_args", json.dumps({"n_bases": 12, "k": 3}),
+        "--scratch_model", json.dumps(TINY_MODEL),
+        "--max_steps", "6", "--diagnostics_interval", "3", "--diagnostic_examples", "9",
+        "--per_device_train_batch_size", "16", "--logging_steps", "2", "--disable_tqdm", "true",
+        "--output_dir", str(tmp_path / "run"), *extra,
+    ]  # fmt: skip
+
+
+def _parse(argv: list[str]):
+    from transformers import TrainingArguments
+
+    return parse_config((_recipe().MarginalsArguments, TrainingArguments), argv)
+
+
+def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
+    record = _recipe().main(*_parse(_args(tmp_path)))
+    run = tmp_path / "run"
+    assert record == json.loads((run / "run.json").read_text())
+    assert (record["k"], record["n_bases"], record["dataset_size"]) == (3, 12, 36)
+    assert record["log_k"] == pytest.approx(math.log(3)) and record["max_steps"] == 6
+    assert record["task"]["distinct_first_chars"] is True  # the study's option, from the config
+
+    with open(run / "diagnostics.csv", encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    assert [int(r["step"]) for r in rows] == [0, 3, 6]
+    assert {"z_shuffle_gap", "candidate_loss", "groups_solved_fraction", "attn_z_l1h1"} <= set(rows[0])
+    assert not any(name.startswith("ablate_") for name in rows[0]), "head ablation runs once, on the final model"
+    # an untrained model is near uniform over the K = 3 candidates
+    assert float(rows[0]["candidate_loss"]) == pytest.approx(math.log(3), abs=0.2)
+    with open(run / "group_accuracy.csv", encoding="utf-8") as stream:
+        header = next(csv.reader(stream))
+    assert len(header) == 1 + 3, "diagnostic_examples=9 at K=3 is 3 whole bases"
+
+    ablation = json.loads((run / "ablation.json").read_text())
+    assert set(ablation) == {"zero", "mean"} and len(ablation["zero"]) == 2 and len(ablation["zero"][0]) == 2
+    losses = [entry["loss"] for entry in json.loads((run / "log_history.json").read_text()) if "loss" in entry]
+    assert losses and all(math.isfinite(loss) for loss in losses)
+
+    model = AutoModelForCausalLM.from_pretrained(run)
+    assert model.config.tie_word_embeddings is False and model.config.initializer_range == pytest.approx(0.0707)
+    assert model.config.n_layer == 2 and model.config.resid_pdrop == 0.0
+
+
+def test_stop_after_transition_stops_the_fraction_of_tau_after_it() -> None:
+    stop = _recipe().StopAfterTransition
+    diagnostics = SimpleNamespace(
+        rows=[{"step": s, "candidate_loss": 1.0 if s < 100 else 0.1} for s in range(0, 200, 10)]
+    )
+    callback = stop(diagnostics, threshold=0.5, fraction=0.3, min_steps=20)
+    for step, stops in [(99, False), (129, False), (130, True)]:
+        control = SimpleNamespace(should_training_stop=False)
+        callback.on_step_end(None, SimpleNamespace(global_step=step), control)
+        assert control.should_training_stop is stops, step
+    # before the transition nothing stops the run, and the minimum holds for an early τ
+    early = stop(
+        SimpleNamespace(rows=[{"step": 0, "candidate_loss": 2.0}, {"step": 10, "candidate_loss": 0.1}]), 0.5, 0.3, 50
+    )
+    control = SimpleNamespace(should_training_stop=False)
+    early.on_step_end(None, SimpleNamespace(global_step=59), control)
+    assert control.should_training_stop is False
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--diagnostics_interval", "0"], r"^diagnostics_interval=0 is not allowed; it must be >= 1\.$"),
+        (["--tau_fraction", "1.5"], r"^tau_fraction=1\.5 is not allowed; it must lie in \(0, 1\)\.$"),
+        (["--stop_after_tau", "-1"], r"^stop_after_tau=-1\.0 is not allowed"),
+        (["--hessian_interval", "-2"], r"^hessian_interval=-2 is not allowed"),
+        (["--measurements", "loss"], r"^measurement 'loss' is unknown; allowed: z_shuffle_gap"),
+        (["--task_args", '{"k": 40}'], r"^k=40 targets cannot start with distinct characters"),
+    ],
+)
+def test_bad_input_is_one_sentence_before_training(tmp_path: Path, flags: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _recipe().main(*_parse(_args(tmp_path) + flags))
+    assert not (tmp_path / "run" / "diagnostics.csv").exists()
