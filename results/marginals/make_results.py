@@ -43,7 +43,10 @@ def _read_csv(path: Path) -> list[dict[str, float]]:
     if not path.exists():
         return []
     with open(path, encoding="utf-8") as stream:
-        return [{k: float(v) if v not in ("", None) else math.nan for k, v in row.items()} for row in csv.DictReader(stream)]
+        return [
+            {k: float(v) if v not in ("", None) else math.nan for k, v in row.items()}
+            for row in csv.DictReader(stream)
+        ]
 
 
 def load_run(folder: Path) -> dict:
@@ -216,9 +219,13 @@ def plot_loss_curves(groups: dict[str, list[dict]], out: Path) -> None:
             axes[1, col].plot(steps, cand / run["log_k"], color=line.get_color(), label=f"K={run['k']}")
             if run["tau"]:
                 axes[1, col].axvline(run["tau"], color=line.get_color(), linestyle=":", linewidth=1)
-        axes[0, col].set(title=f"{title}: first-target-token loss (dashed: log K)", xlabel="step", ylabel="loss (nats)")
+        axes[0, col].set(
+            title=f"{title}: first-target-token loss (dashed: log K)", xlabel="step", ylabel="loss (nats)"
+        )
         axes[1, col].axhline(0.5, color="grey", linestyle="--", linewidth=0.8, label="τ threshold 0.5")
-        axes[1, col].set(title=f"{title}: candidate loss / log K (dotted: τ)", xlabel="step", ylabel="fraction of log K")
+        axes[1, col].set(
+            title=f"{title}: candidate loss / log K (dotted: τ)", xlabel="step", ylabel="fraction of log K"
+        )
         for row in range(2):
             axes[row, col].legend(fontsize=8)
     fig.tight_layout()

@@ -108,3 +108,22 @@ def test_bad_input_is_one_sentence_before_training(tmp_path: Path, flags: list[s
     with pytest.raises(ValueError, match=message):
         _recipe().main(*_parse(_args(tmp_path) + flags))
     assert not (tmp_path / "run" / "diagnostics.csv").exists()
+
+
+def test_the_config_holds_the_study_setting() -> None:
+    args, training = _parse(["--config", str(REPO / "recipes" / "configs" / "marginals.yaml"), "--output_dir", "x"])
+    assert args.task_args == {
+        "n_bases": 1000,
+        "k": 10,
+        "direction": "bz_to_a",
+        "distinct_first_chars": True,
+        "seed": 0,
+    }
+    assert (training.learning_rate, training.weight_decay, training.per_device_train_batch_size) == (1e-3, 0.01, 128)
+    assert training.lr_scheduler_type == "constant" and training.max_grad_norm == 0.0 and training.warmup_steps == 0
+    assert args.scratch_model == _recipe().STUDY_MODEL
+    assert (args.scratch_model["n_layer"], args.scratch_model["n_embd"], args.scratch_model["n_inner"]) == (
+        4,
+        128,
+        512,
+    )
