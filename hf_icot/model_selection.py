@@ -11,6 +11,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from hf_icot.runtime import log_from_callback
+
 
 def new_best_epochs(records: Sequence[tuple[float, bool]]) -> list[bool]:
     """For each epoch ``(validation accuracy, whether CoT tokens remained during it)``, whether it became the best.
@@ -79,8 +81,9 @@ class BestEpochCallback(TrainerCallback):
             self._best_state = {
                 name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()
             }
-        self.trainer.log(
-            {f"selection/validation/{self.mode}/answer_em": row["validation"], "selection/epoch": row["epoch"]}
+        log_from_callback(
+            self.trainer,
+            {f"selection/validation/{self.mode}/answer_em": row["validation"], "selection/epoch": row["epoch"]},
         )
         return control
 

@@ -19,6 +19,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -149,3 +150,15 @@ def use_all_cpu_threads(on_cpu: bool | None = None) -> int | None:
             threads,
         )
     return threads
+
+
+def log_from_callback(trainer: Any, values: dict[str, Any]) -> None:
+    """``trainer.log(values)`` from inside a callback event, keeping the step's pending training-loss log.
+
+    transformers' ``on_log`` clears ``control.should_log``; a callback that logs in ``on_step_end`` of a logging step
+    would otherwise make the trainer skip that step's training loss (``loss``, ``grad_norm``, ``learning_rate``).
+    """
+    control = trainer.control
+    pending = control.should_log
+    trainer.log(values)
+    trainer.control.should_log = pending

@@ -17,6 +17,7 @@ import torch
 from transformers import TrainerCallback
 
 from hf_icot.cot import TruncationSpec
+from hf_icot.runtime import log_from_callback
 
 
 @torch.no_grad()
@@ -83,4 +84,4 @@ class AnswerAccuracyCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.every == 0 or state.global_step == state.max_steps:
-            self.trainer.log(self.measure(state.global_step))
+            log_from_callback(self.trainer, self.measure(state.global_step))

@@ -32,6 +32,7 @@ from transformers import TrainerCallback
 
 from hf_icot.diagnostics import ablation, attention, candidates, hessian, z_shuffle
 from hf_icot.diagnostics.tokenized import as_rows, require_columns
+from hf_icot.runtime import log_from_callback
 
 MEASUREMENTS = ("z_shuffle_gap", "candidate_loss", "group_accuracy", "selector_attention", "head_ablation")
 
@@ -219,7 +220,7 @@ class LearningDynamicsCallback(TrainerCallback):
         self._last_step = step
         self.rows.append({"step": step, **values})
         if self.trainer is not None:
-            self.trainer.log(dict(values))
+            log_from_callback(self.trainer, dict(values))
         else:
             state.log_history.append({**values, "step": step})
         self._write(step, values, per_group)

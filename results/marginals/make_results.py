@@ -8,8 +8,8 @@ and ``ablation.json`` (:mod:`recipes.marginals`); the base run may hold ``hessia
 
 * ``runs.csv`` / ``runs.md`` — one row per run: task, optimiser, τ (first measurement with candidate loss
   < 0.5·log K), the plateau's first-token loss against log K, the onsets of Δz and of layer-0 selector attention
-  (as fractions of τ), how collectively the bases switch, the steps to a solved loss, the largest head-ablation
-  loss increase;
+  (as fractions of τ), how collectively the bases switch, the largest head-ablation
+  loss increase; the steps until the first answer token's loss is below 0.05;
 * ``tau_fit.csv`` / ``.md`` — the power law τ ∝ D^b over the D sweep, with a bootstrap 95% interval for b;
 * ``loss_curves.png`` (first-token loss and candidate loss, log K marked, τ marked), ``dz_attention.png``,
   ``tau_vs_d.png``, ``tau_vs_k.png``, ``tau_vs_noise.png`` (learning rate and batch size), ``group_heatmap.png``,
@@ -111,7 +111,7 @@ def summarise(run: dict) -> dict:
     attn_onset = midpoint_onset(attn_steps, attn)
     switches = switch_steps(run)
     switched = switches[~np.isnan(switches)] if len(switches) else switches
-    solved = [step for step, loss in run["losses"] if loss < SOLVED_LOSS]
+    solved = steps[first < SOLVED_LOSS]
     row = {
         "run": run["name"],
         "direction": run["direction"],
@@ -136,7 +136,7 @@ def summarise(run: dict) -> dict:
         "switch_within_20pct_of_tau": round(float(np.mean(np.abs(switched - tau) <= 0.2 * tau)), 2)
         if tau and len(switched)
         else "",
-        "steps_to_loss_0.05": solved[0] if solved else "",
+        "steps_to_first_token_loss_0.05": int(solved[0]) if len(solved) else "",
         "wall_s": run["wall_s"] if run["wall_s"] is not None else "",
     }
     if run["ablation"]:
@@ -330,10 +330,10 @@ def plot_hessian(run: dict, out: Path) -> None:
 def plot_direction(groups: dict, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for run in groups["direction"]:
-        steps, losses = zip(*run["losses"], strict=True)
-        ax.plot(steps, losses, label=f"{run['direction']} (K={run['k']}, D={run['dataset_size']})")
+        steps, first = _series(run, "first_token_loss_clean")
+        ax.plot(steps, first, label=f"{run['direction']} (K={run['k']}, D={run['dataset_size']})")
     ax.axhline(SOLVED_LOSS, color="grey", linestyle="--", linewidth=0.8, label=f"solved: loss {SOLVED_LOSS}")
-    ax.set(yscale="log", xlabel="step", ylabel="training loss per answer token (nats)",
+    ax.set(yscale="log", xlabel="step", ylabel="loss of the first answer token (nats)",
            title="(B, z) -> A against the reverse (A, z) -> B")  # fmt: skip
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -34,7 +34,7 @@ def _args(tmp_path: Path, *extra: str) -> list[str]:
         "--task_args", json.dumps({"n_bases": 12, "k": 3}),
         "--scratch_model", json.dumps(TINY_MODEL),
         "--max_steps", "6", "--diagnostics_interval", "3", "--diagnostic_examples", "9",
-        "--per_device_train_batch_size", "16", "--logging_steps", "2", "--disable_tqdm", "true",
+        "--per_device_train_batch_size", "16", "--logging_steps", "3", "--disable_tqdm", "true",
         "--output_dir", str(tmp_path / "run"), *extra,
     ]  # fmt: skip
 
@@ -66,8 +66,9 @@ def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
 
     ablation = json.loads((run / "ablation.json").read_text())
     assert set(ablation) == {"zero", "mean"} and len(ablation["zero"]) == 2 and len(ablation["zero"][0]) == 2
-    losses = [entry["loss"] for entry in json.loads((run / "log_history.json").read_text()) if "loss" in entry]
-    assert losses and all(math.isfinite(loss) for loss in losses)
+    # the diagnostics log at the logging steps too, and the training loss is still logged there
+    losses = {e["step"]: e["loss"] for e in json.loads((run / "log_history.json").read_text()) if "loss" in e}
+    assert sorted(losses) == [3, 6] and all(math.isfinite(loss) for loss in losses.values())
 
     model = AutoModelForCausalLM.from_pretrained(run)
     assert model.config.tie_word_embeddings is False and model.config.initializer_range == pytest.approx(0.0707)
