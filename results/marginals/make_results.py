@@ -100,6 +100,24 @@ def switch_steps(run: dict, threshold: float = 0.8) -> np.ndarray:
     return np.array(switches)
 
 
+#: The study's setting (recipes/marginals.py STUDY_MODEL, distinct first characters); a run that differs is a
+#: "setup" variant, named by what differs.
+STUDY_SETTING = {"initializer_range": 0.0707, "tie_word_embeddings": False, "resid_pdrop": 0.0}
+
+
+def variant(run: dict) -> str:
+    """``study`` or the study settings this run changes (``gpt2_init``, ``dropout``, ``free_first_chars``)."""
+    model = run.get("model", {})
+    changed = []
+    if model.get("initializer_range", 0.0707) != 0.0707 or model.get("tie_word_embeddings", False):
+        changed.append("gpt2_init")
+    if model.get("resid_pdrop", 0.0) > 0:
+        changed.append("dropout")
+    if not run["task"].get("distinct_first_chars", True):
+        changed.append("free_first_chars")
+    return "+".join(changed) or "study"
+
+
 def summarise(run: dict) -> dict:
     """One row of ``runs.csv``."""
     tau, log_k = run["tau"], run["log_k"]
@@ -115,6 +133,7 @@ def summarise(run: dict) -> dict:
     row = {
         "run": run["name"],
         "direction": run["direction"],
+        "setup": variant(run),
         "K": run["k"],
         "n_b": run["n_bases"],
         "D": run["dataset_size"],
@@ -170,6 +189,7 @@ def sweeps(runs: list[dict], base: dict) -> dict[str, list[dict]]:
             "batch": run["batch_size"],
             "seed": run["seed"],
             "direction": run["direction"],
+            "setup": variant(run),
         }
 
     def varying(*free: str) -> list[dict]:
@@ -184,6 +204,7 @@ def sweeps(runs: list[dict], base: dict) -> dict[str, list[dict]]:
         "lr": varying("lr"),
         "batch": varying("batch"),
         "direction": varying("direction"),
+        "setup": varying("setup"),
     }
 
 
@@ -341,13 +362,33 @@ def plot_direction(groups: dict, out: Path) -> None:
     plt.close(fig)
 
 
+def plot_setup(groups: dict, out: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for run in sorted(groups["setup"], key=variant):
+        steps, first = _series(run, "first_token_loss_clean")
+        (line,) = axes[0].plot(steps, first, label=f"{variant(run)}: τ = {run['tau']}")
+        steps, cand = _series(run, "candidate_loss")
+        axes[1].plot(steps, cand / run["log_k"], color=line.get_color(), label=variant(run))
+    axes[0].axhline(math.log(36), color="grey", linestyle="--", linewidth=0.8, label="log 36 (unconditional)")
+    axes[0].axhline(math.log(10), color="black", linestyle="--", linewidth=0.8, label="log K")
+    axes[0].set(title="first-target-token loss by set-up (study = distinct first chars, TL init, no dropout)",
+                xlabel="step", ylabel="loss (nats)")  # fmt: skip
+    axes[1].axhline(0.5, color="grey", linestyle="--", linewidth=0.8, label="τ threshold")
+    axes[1].set(title="candidate loss / log K by set-up", xlabel="step", ylabel="fraction of log K")
+    for ax in axes:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "setup.png", dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", required=True, help="Folder of run folders (results/marginals/run_all.sh's OUT).")
     parser.add_argument("--out", required=True, help="Where the tables and plots go.")
     parser.add_argument("--base", default="K=10,n_b=200,lr=0.001,batch=128", help="The base point of the sweeps.")
     args = parser.parse_args(argv)
-    base = {"seed": 0, "direction": "bz_to_a"}
+    base = {"seed": 0, "direction": "bz_to_a", "setup": "study"}
     for item in args.base.split(","):
         key, value = item.split("=")
         base[key] = float(value) if key == "lr" else int(value)
@@ -382,6 +423,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     plot_noise(groups, out)
     if len(groups["direction"]) > 1:
         plot_direction(groups, out)
+    if len(groups["setup"]) > 1:
+        plot_setup(groups, out)
     return rows
 
 

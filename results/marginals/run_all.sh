@@ -41,6 +41,17 @@ run bz_k10_nb200_lr1e-3_bs64_s0 bz_to_a 10 200 0 "${STOP[@]}" --per_device_train
 run bz_k10_nb200_lr1e-3_bs256_s0 bz_to_a 10 200 0 "${STOP[@]}" --per_device_train_batch_size 256
 # the reverse direction (A, z) -> B at the base task (claim 7); its K candidates coincide, so no candidate loss
 run az_k10_nb200_lr1e-3_bs128_s0 az_to_b 10 200 0 --max_steps 3000 --measurements z_shuffle_gap selector_attention
+# what kept today's builder + GPT-2 defaults at the unconditional plateau (issue item 1): one study setting changed
+# at a time at the base task, then all three together
+GPT2_INIT='{"initializer_range": 0.02, "tie_word_embeddings": true}'
+DROPOUT='{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}'
+TODAY='{"initializer_range": 0.02, "tie_word_embeddings": true, "resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}'
+run setup_gpt2_init_nb200_s0 bz_to_a 10 200 0 "${STOP[@]}" --max_steps 3000 --scratch_model "$GPT2_INIT"
+run setup_dropout_nb200_s0 bz_to_a 10 200 0 "${STOP[@]}" --max_steps 3000 --scratch_model "$DROPOUT"
+run setup_free_first_chars_nb200_s0 bz_to_a 10 200 0 "${STOP[@]}" --max_steps 3000 --task_args \
+  '{"k": 10, "n_bases": 200, "seed": 0, "distinct_first_chars": false}'
+run setup_all_three_nb200_s0 bz_to_a 10 200 0 "${STOP[@]}" --max_steps 3000 --scratch_model "$TODAY" --task_args \
+  '{"k": 10, "n_bases": 200, "seed": 0, "distinct_first_chars": false}'
 # D at K = 10 (claim 2), up to the study's D = 10,000 (claim 1's plateau)
 run bz_k10_nb100_lr1e-3_bs128_s0 bz_to_a 10 100 0 "${STOP[@]}"
 run bz_k10_nb400_lr1e-3_bs128_s0 bz_to_a 10 400 0 "${STOP[@]}"
