@@ -87,3 +87,32 @@ def test_tables_and_plots_from_the_fixture(runs: Path, tmp_path: Path) -> None:
 def test_no_run_folders_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=r"holds no run folders with run.json; run results/marginals/run_all.sh"):
         _analysis().main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
+
+
+def test_hessian_around_tau_on_a_real_tiny_run(tmp_path: Path) -> None:
+    from tests.recipes.test_marginals_recipe import _args, _parse, _recipe
+
+    argv = _args(tmp_path, "--save_strategy", "steps", "--save_steps", "2", "--save_only_model", "true")
+    _recipe().main(*_parse(argv))
+    run = tmp_path / "run"
+    record = json.loads((run / "run.json").read_text())
+    record["tau"] = 4  # a 6-step run has no transition; pretend it had one at step 4
+    (run / "run.json").write_text(json.dumps(record))
+    spec = importlib.util.spec_from_file_location("hessian_around_tau", REPO / "results/marginals/hessian_around_tau.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = module.main(["--run", str(run), "--points", "0.5", "1.5", "--examples", "4", "--tol", "0.1"])
+    assert [row["step"] for row in rows] == [2], "the checkpoint nearest 0.5τ; 1.5τ is the last, the escape end"
+    for row in rows:
+        assert row["top"] >= row["bottom"] and math.isfinite(row["escape_curvature"]) and row["escape_step"] == 6
+        assert row["bottom"] <= row["escape_curvature"] <= row["top"], "a Rayleigh quotient lies between the extremes"
+    with open(run / "hessian.csv") as stream:
+        assert [int(r["step"]) for r in csv.DictReader(stream)] == [2]
+
+
+def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location("hessian_around_tau", REPO / "results/marginals/hessian_around_tau.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(ValueError, match=r"holds no checkpoint-\* folders; train the run with --save_strategy steps"):
+        module.checkpoints(tmp_path)
