@@ -56,7 +56,9 @@ run setup_all_three_nb200_s0 bz_to_a 10 200 0 "${STOP[@]}" --max_steps 3000 --sc
 run bz_k10_nb100_lr1e-3_bs128_s0 bz_to_a 10 100 0 "${STOP[@]}"
 run bz_k10_nb400_lr1e-3_bs128_s0 bz_to_a 10 400 0 "${STOP[@]}"
 run bz_k10_nb800_lr1e-3_bs128_s0 bz_to_a 10 800 0 "${STOP[@]}" --diagnostics_interval 100 --max_steps 12000
-run bz_k10_nb1000_lr1e-3_bs128_s0 bz_to_a 10 1000 0 "${STOP[@]}" --diagnostics_interval 100 --max_steps 12000
+# the study's own size, trained to 2τ so that the drop after τ is seen to its end (τ itself does not depend on where a
+# run stops: training is deterministic)
+run bz_k10_nb1000_lr1e-3_bs128_s0 bz_to_a 10 1000 0 --stop_after_tau 1.0 --diagnostics_interval 100 --max_steps 12000
 
 if [[ -n ${ONLY:-} ]]; then exit 0; fi
 python results/marginals/hessian_around_tau.py --run "$OUT/bz_k10_nb200_lr1e-3_bs128_s0"
