@@ -203,7 +203,7 @@ def truncate_vectorised(input_ids, labels, eos, to_remove):
     first, second, last = (((seen == k) & is_eos).long().argmax(dim=1) for k in (1, 2, 3))
     start = first + 1
     removed = torch.minimum(start + to_remove, second) - start  # (B,)
-    columns = torch.arange(input_ids.shape[1])
+    columns = torch.arange(input_ids.shape[1], device=input_ids.device)
     source = columns[None] + (columns[None] >= start[:, None]) * removed[:, None]  # (B, T)
     lengths = last + 1 - removed
     keep = columns[None] < lengths[:, None]

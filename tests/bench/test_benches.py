@@ -145,3 +145,22 @@ def test_bench_vs_reference_prints_every_variant_the_padding_per_stage_and_equal
         assert f"removal counts per step, {name} vs reference: identical" in out
     losses = dict(re.findall(r"^  (reference|trainer) +((?:[0-9.]+ ?)+)$", out.split("loss per", 1)[1], re.M))
     assert len(losses["reference"].split()) == len(losses["trainer"].split()) == 2
+
+
+def test_gpu_bench_answers_help_and_its_cpu_dry_run_measures_both_loops_in_both_precisions() -> None:
+    help_text = run_bench("gpu/bench_gpu_icot.py", "--help")
+    assert "ICoT on one GPU" in help_text and undocumented_options(help_text) == []
+    for flag in ("--dry-run", "--peak-tflops", "--max-batch", "--precisions", "--steps", "--warmup"):
+        assert flag in help_text
+    out = run_bench("gpu/bench_gpu_icot.py", "--dry-run")
+    rows = re.findall(
+        rf"^(bare loop|ICoTTrainer) +(fp32|bf16) +(\d+) +({NUMBER}) +({NUMBER}) +({NUMBER})% +({NUMBER})$", out, re.M
+    )
+    assert {(loop, precision) for loop, precision, *_ in rows} == {
+        (loop, precision) for loop in ("bare loop", "ICoTTrainer") for precision in ("fp32", "bf16")
+    }
+    for _, _, batch, steps_per_s, tokens_per_s, mfu, peak in rows:
+        assert int(batch) == 8, "the search doubles 4 -> 8, the dry run's largest batch"
+        assert number(steps_per_s) > 0 and number(tokens_per_s) > 0 and number(mfu) >= 0 and number(peak) > 0
+    assert len(re.findall(rf"^ICoTTrainer / bare loop \((fp32|bf16)\): {NUMBER}$", out, re.M)) == 2
+    assert "MFU against 989 TFLOPs" in out
