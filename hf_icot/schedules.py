@@ -162,16 +162,14 @@ class Schedule:
         return False
 
     def state_dict(self) -> dict[str, Any]:
-        """What a pace driven by training has decided so far (the checkpoint keeps it; the fields stay the schedule's
-        identity). Fixed-pace schedules have none."""
+        """What a training-driven pace has decided so far (kept in checkpoints, not in to_dict); fixed paces: none."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s output (``{}``: start afresh)."""
 
     def observe(self, step: int, accuracy: float | None) -> bool:
-        """Take step ``step``'s training answer-token accuracy (None: no answer token); True if the next step removes
-        more. Only schedules with ``needs_answer_accuracy`` use it."""
+        """Step ``step``'s training answer-token accuracy (``needs_answer_accuracy`` schedules); True: more goes."""
         return False
 
     def specs(

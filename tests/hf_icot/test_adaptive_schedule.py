@@ -12,6 +12,7 @@ from transformers import TrainerCallback
 from hf_icot.adaptive import ANSWER_MASK_KEY, AdaptiveStepwise, answer_token_hits
 from hf_icot.config import ICoTConfig, schedule_from_config
 from hf_icot.cot import truncate
+from hf_icot.model_card import describe_run
 from hf_icot.schedules import schedule_from_dict
 from hf_icot.tokenization import build_word_level_tokenizer
 from hf_icot.trainer import ICoTTrainer
@@ -156,6 +157,9 @@ def test_a_real_run_removes_tokens_when_the_answer_accuracy_crosses(tmp_path):
     assert trainer.optimizer_resets == len(removals)
     logged = [entry for entry in trainer.state.log_history if "cot/answer_accuracy" in entry]
     assert logged and logged[-1]["cot/removed_tokens"] == len(removals)
+    card = describe_run(trainer)["schedule"]  # the model card's curriculum section
+    assert card["name"] == "adaptive" and card["params"]["threshold"] == 0.7
+    assert [stage["start_step"] for stage in card["stages"]] == [0, *removals]
     # The mask marks the answer itself (after ####), never the CoT or the final <eos>.
     batch, _ = trainer._render(next(iter(trainer.get_train_dataloader())), 0, training=True)
     masked = [ids[mask].tolist() for ids, mask in zip(batch["input_ids"], batch[ANSWER_MASK_KEY])]
