@@ -332,7 +332,7 @@ class ICoTCollator:
         tokenizer = self.tokenizer
         ids = batch["example_id"] if "example_id" in batch else indices
         out: dict[str, list] = {"example_id": list(ids), "question_ids": [], "answer_ids": [], "cot_tokens": []}
-        out["n_cot_tokens"], out["n_cot_steps"] = [], []
+        out["n_cot_tokens"], out["n_cot_steps"], out["length"] = [], [], []
         for index, question, steps, answer in zip(ids, batch["question"], batch["cot"], batch["answer"]):
             try:
                 example = {"question": question, "cot": steps, "answer": answer}
@@ -352,6 +352,8 @@ class ICoTCollator:
             out["cot_tokens"].append([" ".join(tokens) for tokens in step_tokens])
             out["n_cot_tokens"].append(sum(len(tokens) for tokens in step_tokens))
             out["n_cot_steps"].append(len(steps))
+            # two <eos> separators and the final one
+            out["length"].append(len(question_ids) + out["n_cot_tokens"][-1] + len(answer_ids) + 3)
         return out
 
     def prepare_dataset(
@@ -362,7 +364,8 @@ class ICoTCollator:
         layout: SequenceLayout | None = None,
     ) -> tuple[datasets.Dataset, int]:
         """Add ``example_id`` (kept if present), ``question_ids``, ``answer_ids``, ``cot_tokens`` (each step's tokens,
-        space-joined), ``n_cot_tokens`` and ``n_cot_steps``; check lengths against the model's context.
+        space-joined), ``n_cot_tokens``, ``n_cot_steps`` and ``length`` (the full-CoT sequence's tokens, hint aside:
+        what ``train_sampling_strategy="group_by_length"`` groups by); check lengths against the model's context.
 
         Args:
             dataset: a schema dataset.
@@ -403,6 +406,7 @@ class ICoTCollator:
                     "cot_tokens": datasets.Sequence(datasets.Value("string")),
                     "n_cot_tokens": datasets.Value("int32"),
                     "n_cot_steps": datasets.Value("int32"),
+                    "length": datasets.Value("int32"),
                 }
             )
             prepared = dataset.map(

@@ -35,15 +35,19 @@ class ICoTConfig(TrainingArguments):
     remove_per_epoch: float = field(
         default=8.0, metadata={"help": "stepwise: CoT tokens removed per epoch (paced one token at a time)."}
     )
-    remove_start_from: int = field(default=0, metadata={"help": "stepwise: tokens removed from the first step on."})
+    remove_start_from: int = field(
+        default=0, metadata={"help": "stepwise/adaptive: units removed from the first step on."}
+    )
     removal_smoothing_lambda: float = field(
         default=math.inf,
-        metadata={"help": "stepwise: λ of the per-example extra removal offset, P(o) ∝ e^(-λo); inf turns it off."},
+        metadata={
+            "help": "stepwise/adaptive: λ of the per-example extra removal offset, P(o) ∝ e^(-λo); inf turns it off."
+        },
     )
     remove_all_when_remove_beyond: float = field(
         default=math.inf,
         metadata={
-            "help": "stepwise: once this many tokens are scheduled, remove the whole CoT (inf: only once the count "
+            "help": "stepwise/adaptive: once this many units are scheduled, remove the whole CoT (inf: only once the count "
             "reaches the longest CoT of the training data, where the curriculum ends in any case)."
         },
     )
@@ -59,13 +63,32 @@ class ICoTConfig(TrainingArguments):
     removal_unit: str | None = field(
         default=None,
         metadata={
-            "help": "What is removed and what a length hint counts: token or step (mixture takes both; default: "
+            "help": "What is removed and what a length hint counts: token or step (mixture and adaptive take both; default: "
             "step for staged/log_icot, else token).",
             "choices": ["token", "step"],
         },
     )
     reset_optimizer: bool = field(
-        default=False, metadata={"help": "stepwise: reset the Adam state each time one more token is removed."}
+        default=False,
+        metadata={"help": "stepwise/adaptive: reset the Adam state each time one more unit is removed."},
+    )
+    adaptive_threshold: float = field(
+        default=0.9,
+        metadata={
+            "help": "adaptive: remove the next unit once the training accuracy on the answer tokens (teacher-forced, "
+            "all processes) averages at least this over adaptive_window steps; in (0, 1]."
+        },
+    )
+    adaptive_window: int = field(
+        default=20,
+        metadata={"help": "adaptive: steps averaged, all at the current count (the window restarts at each removal)."},
+    )
+    min_steps_per_removal: int = field(
+        default=1, metadata={"help": "adaptive: fewest optimizer steps at one count before the next removal."}
+    )
+    max_steps_per_removal: int | None = field(
+        default=None,
+        metadata={"help": "adaptive: remove the next unit after this many steps at one count whatever the accuracy."},
     )
     stage_length: float = field(default=1.0, metadata={"help": "staged/log_icot: length of a stage in stage_unit."})
     stage_unit: str = field(
@@ -337,6 +360,21 @@ CONFIG_FIELDS: dict[str, dict[str, str]] = {
     },
     "log_icot": {name: name for name in ("num_levels", "stage_length", "stage_unit", "final_remove_all")},
     "mixture": {"max_length": "mixture_max_length", "weights": "mixture_weights"},
+    "adaptive": {
+        "threshold": "adaptive_threshold",
+        "window": "adaptive_window",
+        **{
+            name: name
+            for name in (
+                "min_steps_per_removal",
+                "max_steps_per_removal",
+                "remove_start_from",
+                "removal_smoothing_lambda",
+                "remove_all_when_remove_beyond",
+                "reset_optimizer",
+            )
+        },
+    },
 }
 
 

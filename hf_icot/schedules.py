@@ -7,8 +7,9 @@ belongs to epoch ``s // steps_per_epoch``. Everything random is a pure function 
 rank of a distributed run and every resumed run draws the same truncations.
 
 Schedules: :class:`FullCoT`, :class:`NoCoT`, :class:`Stepwise` (the stepwise-ICoT reference), :class:`Staged`
-(left / right / inductive stages), :class:`LogICoT` (tree levels padded stage by stage) and :class:`Mixture` (every
-example draws its CoT length). Build one from an :class:`hf_icot.config.ICoTConfig` with
+(left / right / inductive stages), :class:`LogICoT` (tree levels padded stage by stage), :class:`Mixture` (every
+example draws its CoT length) and :class:`hf_icot.adaptive.AdaptiveStepwise` (the next unit goes once the model has
+absorbed the last removal). Build one from an :class:`hf_icot.config.ICoTConfig` with
 :func:`hf_icot.config.schedule_from_config`, store it with ``to_dict()`` and rebuild it with :func:`schedule_from_dict`.
 """
 
@@ -105,6 +106,8 @@ class Schedule:
     units: ClassVar[tuple[str, ...]] = ("token",)
     sides: ClassVar[tuple[str, ...]] = ("left", "right")
     takes_hint: ClassVar[bool] = False
+    #: Whether the trainer must feed :meth:`observe` the answer-token accuracy of every training step.
+    needs_answer_accuracy: ClassVar[bool] = False
     seed: int = 0
     steps_per_epoch: int | None = None
     fill: str = "drop"
@@ -156,6 +159,17 @@ class Schedule:
 
     def resets_optimizer_at(self, step: int) -> bool:
         """Whether the optimizer state should be reset before step ``step`` (the trainer may still skip it)."""
+        return False
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a training-driven pace has decided so far (kept in checkpoints, not in to_dict); fixed paces: none."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s output (``{}``: start afresh)."""
+
+    def observe(self, step: int, accuracy: float | None) -> bool:
+        """Step ``step``'s training answer-token accuracy (``needs_answer_accuracy`` schedules); True: more goes."""
         return False
 
     def specs(
@@ -246,6 +260,16 @@ def smoothing_offset_probabilities(removal_smoothing_lambda: float, size: int = 
     return probabilities
 
 
+def smoothed_removal_specs(
+    unit: str, side: str, fill: str, scheduled: int, cdf: np.ndarray, seed: int, step: int, example_ids: Sequence[int]
+) -> list[TruncationSpec]:
+    """Each example removes ``scheduled`` units plus its removal-smoothing offset, drawn from ``cdf`` (the cumulative
+    :func:`smoothing_offset_probabilities`) with the uniforms of ``(seed, step, example id)``."""
+    offsets = np.searchsorted(cdf, example_uniforms(seed, step, example_ids), side="right")
+    offsets = np.minimum(offsets, len(cdf) - 1)
+    return [_spec(unit, side, scheduled + int(o), fill) for o in offsets]
+
+
 @dataclass
 class Stepwise(Schedule):
     """The stepwise-ICoT reference curriculum: remove CoT tokens one at a time, linearly in optimizer steps.
@@ -334,9 +358,9 @@ class Stepwise(Schedule):
         pretraining = step < self.pretrain_epochs * self.steps_per_epoch
         if not training or math.isinf(self.removal_smoothing_lambda) or pretraining:
             return [_spec("token", self.side, scheduled, self.fill)] * len(example_ids)
-        offsets = np.searchsorted(self._cdf, example_uniforms(self.seed, step, example_ids), side="right")
-        offsets = np.minimum(offsets, len(self._cdf) - 1)
-        return [_spec("token", self.side, scheduled + int(o), self.fill) for o in offsets]
+        return smoothed_removal_specs(
+            "token", self.side, self.fill, scheduled, self._cdf, self.seed, step, example_ids
+        )
 
     def describe_stage(self, step: int) -> str:
         if self.removes_all(step):
@@ -501,7 +525,12 @@ class Mixture(Schedule):
         )
 
 
-SCHEDULES: dict[str, type[Schedule]] = {cls.name: cls for cls in (FullCoT, NoCoT, Stepwise, Staged, LogICoT, Mixture)}
+# The adaptive pace has its own module (it holds state the trainer feeds); it builds on the names above.
+from hf_icot.adaptive import AdaptiveStepwise  # noqa: E402
+
+SCHEDULES: dict[str, type[Schedule]] = {
+    cls.name: cls for cls in (FullCoT, NoCoT, Stepwise, Staged, LogICoT, Mixture, AdaptiveStepwise)
+}
 
 
 def schedule_from_dict(data: dict[str, Any]) -> Schedule:

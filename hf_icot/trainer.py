@@ -5,6 +5,8 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **Truncation at the exact step.** Batches are collated untruncated (:class:`hf_icot.collator.ICoTCollator`) and
   rendered in :meth:`ICoTTrainer.get_batch_samples`, which the training loop calls once per optimizer step with
   ``state.global_step`` equal to the step about to be computed; the schedule picks each example's truncation there.
+* **Adaptive pace** (:mod:`hf_icot.adaptive`): for a schedule that reads the model, the training answer-token accuracy
+  of every step, from the step's own logits and summed over processes, is handed to the schedule before checkpoints.
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
   cleared; the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
@@ -38,6 +40,7 @@ from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, has_length, rotate_checkpoints
 
+from hf_icot.adaptive import AnswerAccuracyMixin
 from hf_icot.collator import ICoTCollator, context_length
 from hf_icot.config import ICoTConfig, schedule_from_config
 from hf_icot.layout import SequenceLayout
@@ -84,6 +87,7 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
                 "schedule": trainer.schedule.to_dict(),
                 "previous_step_without_cot": trainer._previous_step_without_cot,
                 "optimizer_resets": trainer._optimizer_resets,
+                "pace": trainer.schedule.state_dict(),
                 "run": run_identity(trainer.args),
             },
         }
@@ -93,8 +97,12 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
         if saved:
             self.trainer._restore_curriculum_state(saved["attributes"], state.train_batch_size)
 
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trainer.schedule.needs_answer_accuracy:  # before the Trainer saves: the checkpoint holds the decision
+            self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
 
-class ICoTTrainer(RunOutputsMixin, Trainer):
+
+class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, Trainer):
     """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
 
     Args:
@@ -179,7 +187,7 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             self._max_cot_tokens = max(train_dataset["n_cot_tokens"])
             self._max_cot_steps = max(train_dataset["n_cot_steps"])
 
-        self._previous_step_without_cot = False
+        self._previous_step_without_cot = self._step_without_cot = False
         self._optimizer_resets = 0
         self._kept_tokens = 0.0
         self._rendered_examples = 0
@@ -242,7 +250,10 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             training=training,
         )
         truncated = self.data_collator.truncate_batch(examples, specs)
-        return self.data_collator.encode_batch(examples, truncated), truncated
+        batch = self.data_collator.encode_batch(examples, truncated)
+        if training and self.schedule.needs_answer_accuracy:
+            self._mark_answer_tokens(batch, examples)
+        return batch, truncated
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """Fetch the micro-batches of one optimizer step and truncate them for step ``state.global_step``; first close
@@ -267,7 +278,7 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             # Whether the next reset is skipped must agree on every rank, whose batches differ.
             flag = torch.tensor([int(without_cot)], device=self.args.device)
             self._previous_step_without_cot = bool(self.accelerator.gather(flag).min().item())
-        self._last_step = step
+        self._last_step, self._step_without_cot = step, without_cot
         return batches, self._get_num_items_in_batch(batches, device)
 
     def reset_optimizer_state(self) -> None:
@@ -298,6 +309,7 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             )
         self._previous_step_without_cot = bool(saved["previous_step_without_cot"])
         self._optimizer_resets = int(saved["optimizer_resets"])
+        self.schedule.load_state_dict(saved.get("pace", {}))
 
     # -- training step ---------------------------------------------------------------------------------------------
 
@@ -342,6 +354,8 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             self._kept_tokens, self._rendered_examples = 0.0, 0
             if self._optimizer_resets:
                 logs["cot/optimizer_resets"] = self._optimizer_resets
+            if getattr(self, "last_answer_accuracy", None) is not None:
+                logs["cot/answer_accuracy"] = self.last_answer_accuracy
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
             if getattr(self, "skipped_long_batches", 0):
@@ -437,6 +451,7 @@ class ICoTTrainer(RunOutputsMixin, Trainer):
             logger.info("resuming from %s: its %d optimizer steps are done", resume_from_checkpoint, step)
         else:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
+            self.schedule.load_state_dict({})
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))

@@ -26,6 +26,10 @@ TINY = {
         "--steps", "3", "--warmup", "1", "--repeats", "1", "--batch_size", "4", "--n_layer", "1", "--n_embd", "16",
     ],
     "bench_entry_points.py": ["--tiny"],
+    "bench_vs_reference.py": [
+        "--train-size", "64", "--max-steps", "4", "--warmup", "1", "--batch-size", "8", "--n-layer", "1",
+        "--n-embd", "16", "--log-every", "2", "--variants", "trainer,reference+vectorised",
+    ],
 }  # fmt: skip
 
 
@@ -115,3 +119,48 @@ def test_bench_entry_points_runs_both_forms_and_prints_their_ratios(tmp_path: Pa
         assert (tmp_path / form.split()[0] / "model.safetensors").is_file(), "each form ran the recipe to the end"
     ratios = re.search(rf"^accelerate launch / python: steps/s ({NUMBER})x, wall time ({NUMBER})x$", out, re.M)
     assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
+
+
+def test_bench_vs_reference_prints_every_variant_the_padding_per_stage_and_equal_results() -> None:
+    out = run_bench("bench_vs_reference.py", *TINY["bench_vs_reference.py"])
+    lengths = re.search(rf"full-CoT tokens per example: reference ({NUMBER}), ICoTTrainer ({NUMBER})", out)
+    assert lengths and lengths.group(1) == lengths.group(2), "both loops train on the same token ids"
+    rows = {
+        name: list(map(number, figures))
+        for name, *figures in re.findall(
+            rf"^(reference|trainer|reference\+vectorised) +({NUMBER}) +({NUMBER}) +({NUMBER}) +({NUMBER}) +({NUMBER})$",
+            out,
+            re.MULTILINE,
+        )
+    }
+    assert set(rows) == {"reference", "trainer", "reference+vectorised"}
+    for name, (steps_per_s, tokens_per_s, efficiency, rss, ratio) in rows.items():
+        assert steps_per_s > 0 and tokens_per_s > 0 and 0 < efficiency <= 1 and rss > 0 and ratio > 0, name
+    assert rows["reference"][4] == 1.0
+    stages = re.findall(rf"^  (reference|trainer) +((?:\d+:{NUMBER} ?)+)$", out, re.MULTILINE)
+    assert {name for name, _ in stages} == {"reference", "trainer"}
+    # 64 lines, batch 8: 8 steps per epoch, one token removed per step; 4 steps are counts 0-3.
+    assert dict(stages)["reference"].split()[0].startswith("0:") and len(dict(stages)["reference"].split()) == 4
+    for name in ("trainer", "reference+vectorised"):
+        assert f"removal counts per step, {name} vs reference: identical" in out
+    losses = dict(re.findall(r"^  (reference|trainer) +((?:[0-9.]+ ?)+)$", out.split("loss per", 1)[1], re.M))
+    assert len(losses["reference"].split()) == len(losses["trainer"].split()) == 2
+
+
+def test_gpu_bench_answers_help_and_its_cpu_dry_run_measures_both_loops_in_both_precisions() -> None:
+    help_text = run_bench("gpu/bench_gpu_icot.py", "--help")
+    assert "ICoT on one GPU" in help_text and undocumented_options(help_text) == []
+    for flag in ("--dry-run", "--peak-tflops", "--max-batch", "--precisions", "--steps", "--warmup"):
+        assert flag in help_text
+    out = run_bench("gpu/bench_gpu_icot.py", "--dry-run")
+    rows = re.findall(
+        rf"^(bare loop|ICoTTrainer) +(fp32|bf16) +(\d+) +({NUMBER}) +({NUMBER}) +({NUMBER})% +({NUMBER})$", out, re.M
+    )
+    assert {(loop, precision) for loop, precision, *_ in rows} == {
+        (loop, precision) for loop in ("bare loop", "ICoTTrainer") for precision in ("fp32", "bf16")
+    }
+    for _, _, batch, steps_per_s, tokens_per_s, mfu, peak in rows:
+        assert int(batch) == 8, "the search doubles 4 -> 8, the dry run's largest batch"
+        assert number(steps_per_s) > 0 and number(tokens_per_s) > 0 and number(mfu) >= 0 and number(peak) > 0
+    assert len(re.findall(rf"^ICoTTrainer / bare loop \((fp32|bf16)\): {NUMBER}$", out, re.M)) == 2
+    assert "MFU against 989 TFLOPs" in out

@@ -5,7 +5,8 @@
 
 Everything (data, tokenizer, initial weights) is rebuilt from fixed seeds, so separate runs are comparable. Each
 process appends one JSON line per optimizer step to ``OUT/schedule-rank<r>.jsonl`` (the step, stage, scheduled
-count, optimizer resets and the truncation of a few fixed example ids) and, at the end, writes the
+count, optimizer resets, the truncation of a few fixed example ids and, under ``--schedule adaptive``, the pace state;
+the answer accuracy each step measured goes to ``OUT/accuracy-rank<r>.jsonl``) and, at the end, writes the
 final weights to ``OUT/final-rank<r>.safetensors``, its log history to ``OUT/log-rank<r>.json`` and whether the
 process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/teardown-rank<r>.json`` (with
 ``--leave_teardown_to_exit`` the script does not call it, keeps the trainer alive, and records at exit what
@@ -57,11 +58,25 @@ class ScheduleLog(TrainerCallback):
             "steps_per_epoch": schedule.steps_per_epoch,
             "specs": [str(spec) for spec in schedule.specs(step, WATCHED_IDS, [8] * 6, [8] * 6)],
         }
+        if schedule.needs_answer_accuracy:  # what the pace has decided and measured so far
+            record["pace"] = schedule.state_dict()
         with self.path.open("a", encoding="utf-8") as stream:
             stream.write(json.dumps(record) + "\n")
 
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trainer.schedule.needs_answer_accuracy:  # the accuracy this step handed to the schedule
+            record = {"step": state.global_step - 1, "answer_accuracy": self.trainer.last_answer_accuracy}
+            with self.path.with_name(self.path.name.replace("schedule-", "accuracy-")).open("a") as stream:
+                stream.write(json.dumps(record) + "\n")
 
-def build_trainer(out: Path, max_steps: int = 24, save_steps: int = 4, remove_per_epoch: float = 3) -> ICoTTrainer:
+
+#: The adaptive pace of ``--schedule adaptive``: on this task the answer accuracy crosses 0.2 after about 20 steps.
+ADAPTIVE = dict(adaptive_threshold=0.2, adaptive_window=2, min_steps_per_removal=2, max_steps_per_removal=8)
+
+
+def build_trainer(
+    out: Path, max_steps: int = 24, save_steps: int = 4, remove_per_epoch: float = 3, schedule: str = "stepwise"
+) -> ICoTTrainer:
     """The run every launch of this script makes: seeds fixed, so runs are comparable."""
     train, _ = counting_examples(length=6, n_test=8)  # 56 examples: 7 steps of 8 per epoch on one process
     tokenizer = build_word_level_tokenizer(train)
@@ -69,8 +84,9 @@ def build_trainer(out: Path, max_steps: int = 24, save_steps: int = 4, remove_pe
     model = tiny_gpt2(len(tokenizer), init, n_layer=1, n_embd=32, seed=0)
     args = ICoTConfig(
         output_dir=str(out / "run"),
-        schedule="stepwise",
+        schedule=schedule,
         remove_per_epoch=remove_per_epoch,
+        **(ADAPTIVE if schedule == "adaptive" else {}),
         removal_smoothing_lambda=0.2,
         reset_optimizer=True,
         max_steps=max_steps,
@@ -96,11 +112,12 @@ def main() -> None:
     parser.add_argument("--resume", default=None)
     parser.add_argument("--save_steps", type=int, default=4)
     parser.add_argument("--leave_teardown_to_exit", action="store_true")
+    parser.add_argument("--schedule", default="stepwise", choices=["stepwise", "adaptive"])
     options = parser.parse_args()
     torch.set_num_threads(1)
     if options.leave_teardown_to_exit:  # registered first, so it runs after ICoTTrainer's own exit handler
         atexit.register(record_teardown_at_exit, options.out)
-    trainer = build_trainer(options.out, options.max_steps, options.save_steps)
+    trainer = build_trainer(options.out, options.max_steps, options.save_steps, schedule=options.schedule)
     rank = trainer.args.process_index
     trainer.add_callback(ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step))
     trainer.train(resume_from_checkpoint=options.resume)
