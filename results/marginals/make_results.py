@@ -11,9 +11,10 @@ and ``ablation.json`` (:mod:`recipes.marginals`); the base run may hold ``hessia
   (as fractions of τ), how collectively the bases switch, the largest head-ablation
   loss increase; the steps until the first answer token's loss is below 0.05;
 * ``tau_fit.csv`` / ``.md`` — the power law τ ∝ D^b over the D sweep, with a bootstrap 95% interval for b;
-* ``loss_curves.png`` (first-token loss and candidate loss, log K marked, τ marked), ``dz_attention.png``,
-  ``tau_vs_d.png``, ``tau_vs_k.png``, ``tau_vs_noise.png`` (learning rate and batch size), ``group_heatmap.png``,
-  ``hessian.png``, ``direction.png``.
+* ``loss_curves.png`` (first-token loss and candidate loss, log K marked, τ marked), ``dz_attention.png`` and
+  ``group_heatmap.png`` of the base run (and ``*_largest_d.png`` of the largest D), ``tau_vs_d.png``,
+  ``tau_vs_k.png``, ``tau_vs_noise.png`` (learning rate and batch size), ``hessian.png``, ``direction.png``,
+  ``setup.png`` (the set-up ablation).
 
 The sweeps are read from the runs' parameters around the base point (``--base``): the runs that differ from it
 in one parameter form that parameter's sweep.
@@ -254,7 +255,7 @@ def plot_loss_curves(groups: dict[str, list[dict]], out: Path) -> None:
     plt.close(fig)
 
 
-def plot_dz_attention(run: dict, out: Path) -> None:
+def plot_dz_attention(run: dict, out: Path, name: str = "dz_attention.png") -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     steps, dz = _series(run, "z_shuffle_gap")
     ax.plot(steps, dz / run["log_k"], label="Δz / log K (z shuffled minus clean, first token)")
@@ -274,7 +275,7 @@ def plot_dz_attention(run: dict, out: Path) -> None:
     lines2 = ax2.get_legend_handles_labels()
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="center left")
     fig.tight_layout()
-    fig.savefig(out / "dz_attention.png", dpi=120)
+    fig.savefig(out / name, dpi=120)
     plt.close(fig)
 
 
@@ -315,7 +316,7 @@ def plot_noise(groups: dict, out: Path) -> None:
     plt.close(fig)
 
 
-def plot_group_heatmap(run: dict, out: Path) -> None:
+def plot_group_heatmap(run: dict, out: Path, name: str = "group_heatmap.png") -> None:
     rows = run["groups"]
     groups = [c for c in rows[0] if c != "step"]
     steps = np.array([r["step"] for r in rows])
@@ -329,7 +330,7 @@ def plot_group_heatmap(run: dict, out: Path) -> None:
     fig.colorbar(image, ax=ax, label="accuracy over the base's K rows (teacher forced)")
     ax.legend(loc="lower left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "group_heatmap.png", dpi=120)
+    fig.savefig(out / name, dpi=120)
     plt.close(fig)
 
 
@@ -413,6 +414,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         plot_dz_attention(base_runs[0], out)
         if base_runs[0]["groups"]:
             plot_group_heatmap(base_runs[0], out)
+        largest = max(groups["D"], key=lambda r: r["dataset_size"])
+        if largest is not base_runs[0]:  # the longest plateau, the study's own size where the sweep reaches it
+            plot_dz_attention(largest, out, "dz_attention_largest_d.png")
+            if largest["groups"]:
+                plot_group_heatmap(largest, out, "group_heatmap_largest_d.png")
         if base_runs[0]["hessian"]:
             plot_hessian(base_runs[0], out)
             _write_table([{k: round(v, 5) for k, v in r.items()} for r in base_runs[0]["hessian"]], out, "hessian")
