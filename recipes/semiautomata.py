@@ -20,10 +20,12 @@ here is ours (results/semiautomata/README.md states every choice). Examples (fro
 ``recipes/icot_gpt2.py``). ``--scratch_model`` takes GPT-2 fields, plus ``depth`` and ``param_budget``: the width is
 then chosen by :func:`hf_icot.model_sizing.width_for_budget` so that the real parameter count is within 5% of the
 budget (``width_step``: widths are its multiples; default ``n_head``). Besides what ``icot_gpt2.py`` leaves, the run
-folder holds ``model_size.json`` (depth, width, budget, real count), ``stages.json``, ``stage_metrics.json`` (the
-generation accuracy at the end of every curriculum stage, on ``--generation_eval_examples`` of each evaluation split)
-and ``probes.json`` (:func:`hf_icot.diagnostics.probes.state_probe_map` on the ``test`` split: the state after step t
-decoded from each layer at the t-th input symbol, after training and, as a control, at initialisation).
+folder holds ``model_size.json`` (depth, width, budget, real count), ``schedule.json``, ``stages.json``,
+``stage_metrics.json`` (the generation accuracy at the end of every curriculum stage, on ``--generation_eval_examples``
+of each evaluation split) and ``probes.json`` (:func:`hf_icot.diagnostics.probes.state_probe_map` on the ``test``
+split: the state after step t decoded from each layer at the t-th input symbol, after training and, as a control, at
+initialisation), with ``task_args.json`` and ``splits.json`` (examples and majority-answer share per evaluation split)
+for the analysis.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import json
 import logging
 import os
 import sys
+from collections import Counter
 from typing import Any
 
 from hf_icot.arguments import ModelArguments, ScriptArguments
@@ -70,6 +73,12 @@ def size_model(fields: dict[str, Any], vocab_size: int) -> tuple[dict[str, Any],
     width, count = width_for_budget(int(depth), int(budget), step=step, vocab_size=vocab_size, **gpt2)
     fields.update(n_layer=int(depth), n_embd=width)
     return fields, {"depth": int(depth), "width": width, "param_budget": int(budget), "parameters": count}
+
+
+def majority_share(answers: list[str]) -> dict[str, Any]:
+    """The examples, and the share of the most frequent answer among them (what always guessing it scores)."""
+    counts = Counter(answers)
+    return {"examples": len(answers), "majority_answer_share": max(counts.values()) / len(answers)}
 
 
 def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArguments) -> dict[str, float]:
@@ -153,6 +162,9 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             "stage_metrics.json": {str(stage): values for stage, values in trainer.stage_metrics.items()},
             "probes.json": probes,
             "task_args.json": script_args.task_args or {},
+            "schedule.json": trainer.schedule.to_dict(),
+            # chance for an answer-only guesser: the most frequent final state of each split
+            "splits.json": {name: majority_share(split["answer"]) for name, split in evaluation_sets.items()},
         }
         for name, record in records.items():
             with open(os.path.join(training_args.output_dir, name), "w", encoding="utf-8") as stream:

@@ -58,7 +58,8 @@ def hidden_states_at(
         attention_mask = torch.ones_like(input_ids)
     if attention_mask.shape != input_ids.shape:
         raise ValueError(
-            f"attention_mask has shape {tuple(attention_mask.shape)}; it must match input_ids {tuple(input_ids.shape)}."
+            f"attention_mask has shape {tuple(attention_mask.shape)}; it must match input_ids "
+            f"{tuple(input_ids.shape)}."
         )
     index = torch.as_tensor(positions, dtype=torch.long)
     if index.ndim == 1:
