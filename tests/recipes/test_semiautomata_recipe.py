@@ -164,3 +164,89 @@ def test_another_task_is_refused(tmp_path: Path) -> None:
     argv = ["--task", "parity", "--scratch_model", "{}", "--output_dir", str(tmp_path / "x"), "--use_cpu"]
     with pytest.raises(ValueError, match="--task 'parity' is not this study's"):
         recipe.main(*recipe.parse_args(argv))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# results/semiautomata/make_results.py on a fixture of run outputs
+
+
+def _load_make_results() -> ModuleType:
+    path = REPO / "results" / "semiautomata" / "make_results.py"
+    spec = importlib.util.spec_from_file_location("semiautomata_make_results", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_fixture_run(runs: Path, name: str, modulus: int, schedule: dict, depth: int, accuracy: dict) -> None:
+    """The records recipes/semiautomata.py leaves, with the given answer accuracy per (split, mode)."""
+    folder = runs / name
+    folder.mkdir(parents=True)
+    splits = ("test", "test_ood_p0_1", "test_ood_p0_9")
+    records = {
+        "task_args.json": {"kind": "counter", "modulus": modulus, "length": 16},
+        "schedule.json": {"seed": 0, **schedule},
+        "model_size.json": {"n_layer": depth, "n_embd": 64 if depth == 4 else 32, "parameters": 200_000},
+        "training_log.json": [{"step": 10, "loss": 1.0}, {"step": 3000, "loss": 0.1}],
+        "wall_time.json": {"wall_s": 100},
+        "splits.json": {split: {"examples": 500, "majority_answer_share": 0.2} for split in splits},
+        "eval_results.json": {f"{split}/{mode}/answer_em": value for (split, mode), value in accuracy.items()},
+        "stages.json": [{"index": i, "start_step": 300 * i, "end_step": 300 * (i + 1)} for i in range(9)],
+        "stage_metrics.json": {
+            str(i): {f"eval_{s}_{m}/answer_em": 0.5 for s in splits for m in ("implicit", "explicit")}
+            for i in range(9)
+        },
+        "probes.json": {
+            "layers": list(range(depth + 1)),
+            "steps": list(range(1, 17)),
+            "accuracy": [[0.5] * 16] * (depth + 1),
+            "accuracy_at_init": [[0.3] * 16] * (depth + 1),
+            "majority": [0.2] * 16,
+        },
+    }
+    for file, record in records.items():
+        (folder / file).write_text(json.dumps(record))
+
+
+def _everywhere(value: float, mode: str, ood: float | None = None) -> dict:
+    return {
+        ("test", mode): value,
+        ("test_ood_p0_1", mode): value if ood is None else ood,
+        ("test_ood_p0_9", mode): value if ood is None else ood,
+    }
+
+
+def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    left = {"name": "staged", "side": "left"}
+    write_fixture_run(runs, "cot", 13, {"name": "full_cot"}, 4, _everywhere(1.0, "explicit"))
+    write_fixture_run(runs, "e2e", 13, {"name": "no_cot"}, 4, _everywhere(0.2, "implicit"))
+    write_fixture_run(runs, "left", 13, left, 4, _everywhere(0.99, "implicit", ood=0.25))
+    write_fixture_run(runs, "right", 13, {"name": "staged", "side": "right"}, 4, _everywhere(0.5, "implicit"))
+    write_fixture_run(runs, "deep", 13, left, 16, _everywhere(0.6, "implicit"))
+    for modulus, value in ((14, 0.99), (15, 0.99), (17, 0.5)):
+        write_fixture_run(runs, f"c{modulus}", modulus, left, 4, _everywhere(value, "implicit"))
+    mixture = {**_everywhere(0.97, "hint=0", ood=0.3), **_everywhere(1.0, "hint=16")}
+    write_fixture_run(runs, "mix", 13, {"name": "mixture"}, 4, mixture)
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 9 and rows[0].startswith("run,automaton,T,regime,depth")
+    for plot in (
+        "id_vs_ood",
+        "curriculum_stages",
+        "prime_vs_composite",
+        "width_vs_depth",
+        "end_to_end_vs_T",
+        "probes",
+    ):
+        assert (out / f"{plot}.png").stat().st_size > 10_000, plot
+    readme = (out / "README.md").read_text()
+    verdicts = re.findall(r"\*\*Verdict: ([a-z ()]+)\.\*\*", readme)
+    # full CoT perfect; E2E 0.2 vs 1.0; left 0.99 ID vs 0.25 OOD; left 0.99 vs right 0.5; depth 4 0.99 vs 16 0.6;
+    # composite 0.99 vs prime (C13 0.99, C17 0.5) 0.745; mixture 0.97 ID, full CoT 1.0 OOD vs left 0.25.
+    assert verdicts == ["agree"] * 7
+    assert "{" not in readme.split("## All runs")[1].replace("{}", "")  # every placeholder filled
+    claim3 = (out / "claim3.csv").read_text()
+    assert "C13" in claim3 and "C17" in claim3
