@@ -5,16 +5,16 @@ over CoT lengths with length hints (``Mixture``), then evaluated on ``test`` and
 After "Learning through Internalization" (Tsilivis, Joshi, Medvedev, Kempe, Srebro); no public code, so the setting
 here is ours (results/semiautomata/README.md states every choice). Examples (from the repository root)::
 
-    # the CPU scale's base run: left curriculum on the counter C_13, T = 16, a 4-layer GPT-2 at 200 k parameters
+    # the CPU scale's base run: left curriculum on the counter C_7, T = 16, a 4-layer GPT-2 at 200 k parameters
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml
     # the other regimes on the same data and model (every run of the study: results/semiautomata/run_all.sh)
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --schedule full_cot \\
-        --output_dir outputs/semiautomata/c13_full_cot
+        --output_dir outputs/semiautomata/c7_full_cot
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --schedule mixture \\
-        --removal_unit step --length_hint true --eval_modes hint=0 hint=16 --output_dir outputs/semiautomata/c13_mix
+        --removal_unit step --length_hint true --eval_modes hint=0 hint=16 --output_dir outputs/semiautomata/c7_mix
     # deep and narrow at the same budget; another automaton
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --scratch_model '{"depth": 16}'
-    python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --task_args '{"modulus": 14}'
+    python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --task_args '{"modulus": 11}'
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option; the same flags as
 ``recipes/icot_gpt2.py``). ``--scratch_model`` takes GPT-2 fields, plus ``depth`` and ``param_budget``: the width is

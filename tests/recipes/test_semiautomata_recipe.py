@@ -219,15 +219,15 @@ def _everywhere(value: float, mode: str, ood: float | None = None) -> dict:
 def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", tmp_path / "out"
     left = {"name": "staged", "side": "left"}
-    write_fixture_run(runs, "cot", 13, {"name": "full_cot"}, 4, _everywhere(1.0, "explicit"))
-    write_fixture_run(runs, "e2e", 13, {"name": "no_cot"}, 4, _everywhere(0.2, "implicit"))
-    write_fixture_run(runs, "left", 13, left, 4, _everywhere(0.99, "implicit", ood=0.25))
-    write_fixture_run(runs, "right", 13, {"name": "staged", "side": "right"}, 4, _everywhere(0.5, "implicit"))
-    write_fixture_run(runs, "deep", 13, left, 16, _everywhere(0.6, "implicit"))
-    for modulus, value in ((14, 0.99), (15, 0.99), (17, 0.5)):
+    write_fixture_run(runs, "cot", 7, {"name": "full_cot"}, 4, _everywhere(1.0, "explicit"))
+    write_fixture_run(runs, "e2e", 7, {"name": "no_cot"}, 4, _everywhere(0.2, "implicit"))
+    write_fixture_run(runs, "left", 7, left, 4, _everywhere(0.99, "implicit", ood=0.25))
+    write_fixture_run(runs, "right", 7, {"name": "staged", "side": "right"}, 4, _everywhere(0.5, "implicit"))
+    write_fixture_run(runs, "deep", 7, left, 16, _everywhere(0.6, "implicit"))
+    for modulus, value in ((6, 0.99), (10, 0.99), (11, 0.5)):
         write_fixture_run(runs, f"c{modulus}", modulus, left, 4, _everywhere(value, "implicit"))
     mixture = {**_everywhere(0.97, "hint=0", ood=0.3), **_everywhere(1.0, "hint=16")}
-    write_fixture_run(runs, "mix", 13, {"name": "mixture"}, 4, mixture)
+    write_fixture_run(runs, "mix", 7, {"name": "mixture"}, 4, mixture)
 
     _load_make_results().main(["--runs", str(runs), "--out", str(out)])
 
@@ -245,8 +245,8 @@ def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path
     readme = (out / "README.md").read_text()
     verdicts = re.findall(r"\*\*Verdict: ([a-z ()]+)\.\*\*", readme)
     # full CoT perfect; E2E 0.2 vs 1.0; left 0.99 ID vs 0.25 OOD; left 0.99 vs right 0.5; depth 4 0.99 vs 16 0.6;
-    # composite 0.99 vs prime (C13 0.99, C17 0.5) 0.745; mixture 0.97 ID, full CoT 1.0 OOD vs left 0.25.
+    # composite 0.99 vs prime (C7 0.99, C11 0.5) 0.745; mixture 0.97 ID, full CoT 1.0 OOD vs left 0.25.
     assert verdicts == ["agree"] * 7
     assert "{" not in readme.split("## All runs")[1].replace("{}", "")  # every placeholder filled
     claim3 = (out / "claim3.csv").read_text()
-    assert "C13" in claim3 and "C17" in claim3
+    assert "C7" in claim3 and "C11" in claim3
