@@ -4,10 +4,10 @@
 
 Every folder under ``--runs`` holding ``eval_results.json`` is one run; what it was (automaton, T, regime, depth,
 width, seed) is read from the records recipes/semiautomata.py leaves (``task_args.json``, ``schedule.json``,
-``model_size.json``), never from its name. Writes ``results.csv`` / ``results.md`` (one row per run), one CSV per
-claim (``claim<i>.csv``), the plots ``curriculum_stages.png``, ``id_vs_ood.png``, ``prime_vs_composite.png``,
-``width_vs_depth.png``, ``end_to_end_vs_T.png`` and ``probes.png``, and ``README.md``, whose verdicts follow the
-rules stated in it (:data:`MARGIN`).
+``model_size.json``), never from its name. Writes ``results.csv`` / ``results.md`` (one row per run), one CSV per claim
+(``claim<i>.csv``), the plots ``curriculum_stages.png``, ``id_vs_ood.png``, ``prime_vs_composite.png``,
+``width_vs_depth.png``, ``end_to_end_vs_T.png``, ``probes.png`` and ``probe_profiles.png``, and ``README.md``, whose
+verdicts follow the rules stated in it (:data:`MARGIN`).
 """
 
 from __future__ import annotations
@@ -278,13 +278,15 @@ def plot_end_to_end(runs: list[dict[str, Any]], out: Path) -> None:
 def plot_probes(runs: list[dict[str, Any]], out: Path) -> None:
     chosen = [run for run in runs if run["probes"] and (_is_base(run) or run["regime"] == "left curriculum")]
     chosen = [run for run in chosen if run["seed"] == min(r["seed"] for r in chosen)]
-    chosen = sorted(chosen, key=lambda r: (REGIME_ORDER.index(r["regime"]), r["automaton"], r["depth"]))
+    chosen = sorted(
+        chosen, key=lambda r: (REGIME_ORDER.index(r["regime"]), len(r["automaton"]), r["automaton"], r["depth"])
+    )
     if not chosen:
         return
     panels = [(run, "accuracy") for run in chosen] + [(chosen[0], "accuracy_at_init")]
     columns = 3
     rows = -(-len(panels) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.4 * rows), squeeze=False, layout="constrained")
     image = None
     for ax, (run, key) in zip(axes.ravel(), panels):
         probes = run["probes"]
@@ -292,8 +294,8 @@ def plot_probes(runs: list[dict[str, Any]], out: Path) -> None:
         image = ax.imshow(data, origin="lower", aspect="auto", vmin=0, vmax=1, cmap="viridis")
         ax.set_xticks(range(len(probes["steps"])), probes["steps"], fontsize=6)
         ax.set_yticks(range(len(probes["layers"])), probes["layers"], fontsize=6)
-        ax.set_xlabel("step t (state after the t-th input, read at that input)")
-        ax.set_ylabel("layer (0 = embeddings)")
+        ax.set_xlabel("step t", fontsize=8)
+        ax.set_ylabel("layer (0 = embeddings)", fontsize=8)
         ood = mean([accuracy(run, s) for s in ood_splits(run)])
         what = (
             "untrained control" if key == "accuracy_at_init" else f"ID {_fmt(accuracy(run, 'test'))}, OOD {_fmt(ood)}"
@@ -302,8 +304,37 @@ def plot_probes(runs: list[dict[str, Any]], out: Path) -> None:
     for ax in axes.ravel()[len(panels) :]:
         ax.axis("off")
     fig.colorbar(image, ax=axes.ravel().tolist(), label="held-out probe accuracy")
-    fig.suptitle("Where did the reasoning go: linear-probe accuracy of the state, layer x step")
+    fig.suptitle(
+        "Where did the reasoning go: held-out accuracy of a linear probe for the state after step t,\n"
+        "read from each layer at the t-th input symbol (titles: the run's own-mode ID and mean OOD accuracy)"
+    )
     fig.savefig(out / "probes.png", dpi=90)
+    plt.close(fig)
+
+
+def plot_probe_profiles(runs: list[dict[str, Any]], out: Path) -> None:
+    """Per model, the best layer's probe accuracy at each step, beside the untrained control and the majority share."""
+    chosen = [run for run in runs if run["probes"] and _is_base(run)]
+    if not chosen:
+        return
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for run in sorted(chosen, key=lambda r: REGIME_ORDER.index(r["regime"])):
+        probes = run["probes"]
+        best = np.array(probes["accuracy"])[1:].max(axis=0)  # layers 1.. : what the blocks computed
+        ood = mean([accuracy(run, s) for s in ood_splits(run)])
+        ax.plot(probes["steps"], best, marker="o", markersize=3, label=f"{run['regime']} (OOD {_fmt(ood)})")
+    control = chosen[0]["probes"]
+    ax.plot(control["steps"], np.array(control["accuracy_at_init"])[1:].max(axis=0), "k--", label="untrained control")
+    ax.plot(control["steps"], control["majority"], "k:", label="majority state (chance)")
+    ax.set_xlabel("step t (state after the t-th input, read at that input)")
+    ax.set_ylabel("best layer's held-out probe accuracy")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(
+        f"Linear decodability of the state per step ({BASE['automaton']}, T={BASE['T']}, depth {BASE['depth']})"
+    )
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "probe_profiles.png", dpi=110)
     plt.close(fig)
 
 
@@ -445,7 +476,10 @@ def claims(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
         5,
         "at an equal parameter budget, wide and shallow internalizes better than deep and narrow",
         rows,
-        f"ID: depth {min(depths) if depths else '?'} {_fmt(shallow)}, depth {max(depths) if depths else '?'} {_fmt(deep)}",
+        "; ".join(
+            f"depth {d}: ID {_fmt(group_accuracy(group, 'test'))}, OOD {_fmt(group_accuracy(group, 'ood'))}"
+            for d, group in zip(depths, groups5.values())
+        ),
         _verdict(
             None if shallow is None or deep is None else shallow > deep + MARGIN,
             None if shallow is None or deep is None else deep > shallow + MARGIN,
@@ -580,6 +614,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     plot_end_to_end(runs, out)
     plot_probes(runs, out)
+    plot_probe_profiles(runs, out)
     write_readme(runs, claims(runs, out), table, out)
 
 
