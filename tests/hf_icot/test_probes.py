@@ -15,6 +15,7 @@ from hf_icot.diagnostics.probes import (
     probe_accuracy_map,
     state_probe_map,
 )
+from hf_icot.tokenization import build_word_level_tokenizer
 
 
 def test_a_linearly_encoded_state_decodes_and_a_random_one_is_at_chance() -> None:
@@ -62,21 +63,6 @@ def test_the_map_decodes_where_the_state_is_encoded() -> None:
     assert max(accuracy[0, 0], accuracy[0, 1], accuracy[1, 1]) < 0.5
 
 
-class WordTokenizer:
-    """One token per word: what the word-level tokenizers of the study do, without building one."""
-
-    vocab = {"0": 1, "1": 2}
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [self.vocab[word] for word in text.split()]}
-
-    def convert_tokens_to_ids(self, tokens):
-        return [self.vocab[token] for token in tokens]
-
-    def tokenize(self, text):
-        return text.split()
-
-
 def counter_rows(n: int, length: int, seed: int = 0) -> list[dict]:
     rng = np.random.default_rng(seed)
     inputs = rng.integers(0, 2, (n, length))
@@ -87,11 +73,9 @@ def counter_rows(n: int, length: int, seed: int = 0) -> list[dict]:
     ]
 
 
-def test_state_probe_map_has_a_row_per_layer_and_a_column_per_step(tiny_model: GPT2LMHeadModel, monkeypatch) -> None:
-    import hf_icot.collator
-
-    monkeypatch.setattr(hf_icot.collator, "encode_text", lambda text, tokenizer: tokenizer(text)["input_ids"])
-    result = state_probe_map(tiny_model, WordTokenizer(), counter_rows(200, 6))
+def test_state_probe_map_has_a_row_per_layer_and_a_column_per_step(tiny_model: GPT2LMHeadModel) -> None:
+    rows = counter_rows(200, 6)
+    result = state_probe_map(tiny_model, build_word_level_tokenizer(rows), rows)
     assert result["layers"] == [0, 1, 2] and result["steps"] == [1, 2, 3, 4, 5, 6]
     accuracy = np.array(result["accuracy"])
     assert accuracy.shape == (3, 6) and ((accuracy >= 0) & (accuracy <= 1)).all()
@@ -100,14 +84,12 @@ def test_state_probe_map_has_a_row_per_layer_and_a_column_per_step(tiny_model: G
     assert len(result["majority"]) == 6
 
 
-def test_state_probe_map_refuses_a_layer_beyond_the_model_and_a_missing_target(tiny_model, monkeypatch) -> None:
-    import hf_icot.collator
-
-    monkeypatch.setattr(hf_icot.collator, "encode_text", lambda text, tokenizer: tokenizer(text)["input_ids"])
+def test_state_probe_map_refuses_a_layer_beyond_the_model_and_a_missing_target(tiny_model) -> None:
     rows = counter_rows(40, 4)
+    tokenizer = build_word_level_tokenizer(rows)
     with pytest.raises(ValueError, match=r"^probe layer 5 is beyond the model, which has layers 0\.\.2"):
-        state_probe_map(tiny_model, WordTokenizer(), rows, layers=[1, 5])
+        state_probe_map(tiny_model, tokenizer, rows, layers=[1, 5])
     with pytest.raises(ValueError, match=r"^probe target step 9 is not in the data: the questions have 4 input"):
-        state_probe_map(tiny_model, WordTokenizer(), rows, steps=[9])
+        state_probe_map(tiny_model, tokenizer, rows, steps=[9])
     with pytest.raises(ValueError, match="the examples lack 'cot'"):
-        state_probe_map(tiny_model, WordTokenizer(), [{"question": "0 1"}])
+        state_probe_map(tiny_model, tokenizer, [{"question": "0 1"}])
