@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -408,6 +409,8 @@ def claims(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
             "full CoT (explicit) test": group_accuracy(select(runs, regime="full CoT", T=t, depth=BASE["depth"],
                                                               automaton=BASE["automaton"]), "test"),
             "chance test": mean([chance(r, "test") for r in select(e2e_all, T=t)]),
+            "end to end (implicit) OOD mean": group_accuracy(select(e2e_all, T=t), "ood"),
+            "chance OOD mean": mean([mean([chance(r, s) for s in ood_splits(r)]) for r in select(e2e_all, T=t)]),
             "seeds": seeds_of(select(e2e_all, T=t)),
         }
         for t in lengths
@@ -452,7 +455,8 @@ def claims(runs: list[dict[str, Any]], out: Path) -> list[dict[str, Any]]:
         "the left curriculum works better than the right one",
         regime_rows(groups),
         f"ID: left {_fmt(left_id)}, right {_fmt(right_id)}, inductive "
-        f"{_fmt(group_accuracy(by['inductive curriculum'], 'test'))}",
+        f"{_fmt(group_accuracy(by['inductive curriculum'], 'test')) or 'not run'}; OOD mean: left "
+        f"{_fmt(left_ood)}, right {_fmt(group_accuracy(by['right curriculum'], 'ood'))}",
         _verdict(
             None if left_id is None or right_id is None else left_id > right_id + MARGIN,
             None if left_id is None or right_id is None else right_id > left_id + MARGIN,
@@ -547,6 +551,21 @@ def run_label(group: list[dict[str, Any]]) -> str:
 # The README
 
 
+def run_commands(script: Path) -> str:
+    """The command of every run in ``run_all.sh`` (its ``run NAME ARGS`` lines, variables expanded), as a bash block."""
+    text = script.read_text(encoding="utf-8")
+    values = dict(re.findall(r"^(\w+)=(\S+)$", text, flags=re.M))
+    arrays = dict(re.findall(r"^(\w+)=\((.*)\)$", text, flags=re.M))
+    lines = []
+    for name, args in re.findall(r"^run (\S+) ?(.*)$", text, flags=re.M):
+        for key, value in arrays.items():
+            args = args.replace(f'"${{{key}[@]}}"', value)
+        command = f"python recipes/semiautomata.py --config {values.get('CONFIG', '')} --seed {values.get('SEED', 0)} "
+        command += f"{args} --output_dir {values.get('OUT', 'outputs/semiautomata')}/{name}"
+        lines.append(re.sub(r"\$SEED", values.get("SEED", "0"), command))
+    return "```bash\n" + "\n".join(lines) + "\n```"
+
+
 def write_readme(runs: list[dict[str, Any]], found: list[dict[str, Any]], table: str, out: Path) -> None:
     """README.md from readme_template.md (the prose: the command, the setting, what each claim says and its caveat)
     with every number, table and verdict filled in from the runs."""
@@ -562,6 +581,7 @@ def write_readme(runs: list[dict[str, Any]], found: list[dict[str, Any]], table:
         "automata": ", ".join(sorted({run["automaton"] for run in runs}, key=lambda a: (len(a), a))),
         "lengths": ", ".join(sorted({str(run["T"]) for run in runs}, key=int)),
         "results_table": table,
+        "run_commands": run_commands(Path(__file__).parent / "run_all.sh"),
         "margin": MARGIN,
         "high": HIGH,
         "good": GOOD,

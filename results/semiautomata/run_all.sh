@@ -36,4 +36,11 @@ run c11_t16_d4_left_s$SEED --task_args '{"modulus": 11}'
 run c7_t16_d16_left_s$SEED --scratch_model '{"depth": 16}'
 # end to end at a longer T (claim 2: does it fail as T grows)
 run c7_t24_d4_no_cot_s$SEED --schedule no_cot --task_args '{"length": 24}'
-python results/semiautomata/make_results.py --runs "$OUT" --out results/semiautomata
+# The small records of every run (metrics, stages, probes, sizes, logs; no weights) are committed beside the results,
+# so the tables and plots can be rebuilt without rerunning: make_results.py --runs results/semiautomata/runs
+for folder in "$OUT"/*/; do
+  name=$(basename "$folder"); mkdir -p "results/semiautomata/runs/$name"
+  cp "$folder"/{eval_results,stage_metrics,stages,probes,model_size,schedule,splits,task_args,wall_time,training_log}.json \
+    "results/semiautomata/runs/$name/"
+done
+python results/semiautomata/make_results.py --runs results/semiautomata/runs --out results/semiautomata
