@@ -1,0 +1,252 @@
+"""recipes/semiautomata.py on a tiny GPT-2 and the counter C_3 over 8 symbols, a few steps per regime: the curricula
+remove the states they should at each stage, every split is scored in every mode, the run folder holds the model size
+(within 5% of the budget), the stage metrics and the probe map; bad automata, splits and budgets are one sentence."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+from tests.recipes.conftest import REPO
+
+RECIPE = REPO / "recipes" / "semiautomata.py"
+T = 8
+TASK_ARGS = {"kind": "counter", "modulus": 3, "length": T, "train_size": 96, "test_size": 24, "ood_size": 24}
+SPLITS = ("test", "test_ood_p0_1", "test_ood_p0_9")
+MODEL = {"depth": 2, "param_budget": 20_000, "n_head": 2, "n_positions": 24}
+
+
+def load_recipe() -> ModuleType:
+    if "semiautomata_recipe" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("semiautomata_recipe", RECIPE)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
+        spec.loader.exec_module(module)
+    return sys.modules["semiautomata_recipe"]
+
+
+def run(output_dir: Path, *extra: str, task_args: dict | None = None, model: dict | None = None) -> dict:
+    recipe = load_recipe()
+    argv = [
+        "--task", "semiautomaton", "--task_args", json.dumps(task_args or TASK_ARGS),
+        "--scratch_model", json.dumps(model or MODEL),
+        "--output_dir", str(output_dir),
+        "--max_steps", "8", "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "24",
+        "--learning_rate", "1e-3", "--logging_steps", "1", "--save_strategy", "no", "--eval_strategy", "no",
+        "--keep_stage_checkpoints", "false", "--report_to", "none", "--use_cpu", "--seed", "0",
+        *extra,
+    ]  # fmt: skip
+    torch.set_num_threads(1)
+    return recipe.main(*recipe.parse_args(argv))
+
+
+def _json(folder: Path, name: str):
+    return json.loads((folder / name).read_text())
+
+
+def _removed_per_step(folder: Path) -> dict[int, float]:
+    """Optimizer step -> the CoT units removed then, from the training log (logged every step)."""
+    return {
+        e["step"]: e["cot/removed_tokens"] for e in _json(folder, "training_log.json") if "cot/removed_tokens" in e
+    }
+
+
+STAGED = ["--schedule", "staged", "--stage_unit", "steps", "--stage_length", "2", "--steps_per_stage", "2"]
+STAGE_EVAL = ["--evaluate_each_stage", "true", "--eval_modes", "implicit", "explicit"]
+
+
+@pytest.mark.parametrize(
+    ("regime", "extra", "modes"),
+    [
+        pytest.param("no_cot", ["--schedule", "no_cot"], ["implicit", "explicit"], id="no_cot"),
+        pytest.param("full_cot", ["--schedule", "full_cot"], ["implicit", "explicit"], id="full_cot"),
+        pytest.param("left", [*STAGED, "--removal_side", "left", *STAGE_EVAL], ["implicit", "explicit"], id="left"),
+        pytest.param("right", [*STAGED, "--removal_side", "right"], ["implicit", "explicit"], id="right"),
+        pytest.param("inductive", [*STAGED, "--removal_side", "inductive"], ["implicit", "explicit"], id="inductive"),
+        pytest.param(
+            "mixture",
+            [
+                "--schedule",
+                "mixture",
+                "--removal_unit",
+                "step",
+                "--length_hint",
+                "true",
+                "--eval_modes",
+                "hint=0",
+                f"hint={T}",
+            ],
+            ["implicit", "explicit", "hint=0", f"hint={T}"],
+            id="mixture",
+        ),
+    ],  # fmt: skip
+)
+def test_each_regime_scores_every_split_in_every_mode(tmp_path: Path, regime: str, extra: list, modes: list) -> None:
+    out = tmp_path / regime
+    metrics = run(out, *extra)
+    written = _json(out, "eval_results.json")
+    for split in SPLITS:
+        for mode in modes:
+            assert 0.0 <= metrics[f"{split}/{mode}/answer_em"] <= 1.0
+            assert f"{split}/{mode}/answer_em" in written
+    size = _json(out, "model_size.json")
+    assert size["n_layer"] == 2 and abs(size["parameters"] - 20_000) <= 1_000
+    assert size["parameters"] == sum(p.numel() for p in _loaded_model(out).parameters())
+    probes = _json(out, "probes.json")
+    assert probes["layers"] == [0, 1, 2] and probes["steps"] == list(range(1, T + 1))
+    assert len(probes["accuracy"]) == len(probes["accuracy_at_init"]) == 3
+    assert set(_json(out, "splits.json")) == set(SPLITS)
+    removed = _removed_per_step(out)
+    if regime == "no_cot":
+        assert set(removed.values()) == {float("inf")} or all(v >= T for v in removed.values())
+    if regime == "full_cot":
+        assert set(removed.values()) == {0}
+    if regime == "inductive":  # stage 1 keeps every 3rd state: 8 - 3 = 5 removed
+        assert [removed[step] for step in range(1, 5)] == [0, 0, 2, 2]
+    assert _json(out, "schedule.json")["name"] == {"left": "staged", "right": "staged", "inductive": "staged"}.get(
+        regime, regime
+    )
+
+
+def _loaded_model(folder: Path):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_curricula_remove_two_states_per_stage_and_record_each_stage(tmp_path: Path, side: str) -> None:
+    out = tmp_path / side
+    run(out, *STAGED, "--removal_side", side, *STAGE_EVAL, "--max_steps", "10")
+    removed = _removed_per_step(out)
+    # 2 steps per stage, 2 states per stage: steps 1-2 remove 0, 3-4 remove 2, ..., 9-10 the whole CoT (8 states).
+    assert [removed[step] for step in range(1, 9)] == [0, 0, 2, 2, 4, 4, 6, 6]
+    assert all(removed[step] >= T for step in (9, 10))
+    stages = _json(out, "stages.json")
+    assert [stage["start_step"] for stage in stages] == [0, 2, 4, 6, 8]
+    assert stages[1]["removes"].startswith(f"step:{side}:2:drop") and stages[4]["removes"].startswith("step:all")
+    per_stage = _json(out, "stage_metrics.json")
+    assert sorted(per_stage) == ["0", "1", "2", "3", "4"]
+    for split in SPLITS:
+        assert 0.0 <= per_stage["2"][f"eval_{split}_implicit/answer_em"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("task_args", "model", "extra", "message"),
+    [
+        ({**TASK_ARGS, "kind": "s4"}, MODEL, [], "kind='s4' is unknown; allowed: counter, s3, table."),
+        (TASK_ARGS, MODEL, ["--eval_splits", "test_ood_p0_5"], "--eval_splits names 'test_ood_p0_5', which the"),
+        (
+            TASK_ARGS,
+            {**MODEL, "depth": 25, "param_budget": 1_000},
+            [],
+            "a parameter budget of 1,000 is too small for depth 25",
+        ),
+        (TASK_ARGS, {**MODEL, "n_layer": 2}, [], "param_budget sizes a GPT-2 from depth"),
+    ],  # fmt: skip
+)
+def test_bad_automaton_split_or_budget_is_one_sentence(tmp_path, task_args, model, extra, message) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
+        run(tmp_path / "bad", *extra, task_args=task_args, model=model)
+    assert "\n" not in str(caught.value)
+    assert not (tmp_path / "bad" / "model.safetensors").exists()
+
+
+def test_another_task_is_refused(tmp_path: Path) -> None:
+    recipe = load_recipe()
+    argv = ["--task", "parity", "--scratch_model", "{}", "--output_dir", str(tmp_path / "x"), "--use_cpu"]
+    with pytest.raises(ValueError, match="--task 'parity' is not this study's"):
+        recipe.main(*recipe.parse_args(argv))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# results/semiautomata/make_results.py on a fixture of run outputs
+
+
+def _load_make_results() -> ModuleType:
+    path = REPO / "results" / "semiautomata" / "make_results.py"
+    spec = importlib.util.spec_from_file_location("semiautomata_make_results", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_fixture_run(runs: Path, name: str, modulus: int, schedule: dict, depth: int, accuracy: dict) -> None:
+    """The records recipes/semiautomata.py leaves, with the given answer accuracy per (split, mode)."""
+    folder = runs / name
+    folder.mkdir(parents=True)
+    splits = ("test", "test_ood_p0_1", "test_ood_p0_9")
+    records = {
+        "task_args.json": {"kind": "counter", "modulus": modulus, "length": 16},
+        "schedule.json": {"seed": 0, **schedule},
+        "model_size.json": {"n_layer": depth, "n_embd": 64 if depth == 4 else 32, "parameters": 200_000},
+        "training_log.json": [{"step": 10, "loss": 1.0}, {"step": 3000, "loss": 0.1}],
+        "wall_time.json": {"wall_s": 100},
+        "splits.json": {split: {"examples": 500, "majority_answer_share": 0.2} for split in splits},
+        "eval_results.json": {f"{split}/{mode}/answer_em": value for (split, mode), value in accuracy.items()},
+        "stages.json": [{"index": i, "start_step": 300 * i, "end_step": 300 * (i + 1)} for i in range(9)],
+        "stage_metrics.json": {
+            str(i): {f"eval_{s}_{m}/answer_em": 0.5 for s in splits for m in ("implicit", "explicit")}
+            for i in range(9)
+        },
+        "probes.json": {
+            "layers": list(range(depth + 1)),
+            "steps": list(range(1, 17)),
+            "accuracy": [[0.5] * 16] * (depth + 1),
+            "accuracy_at_init": [[0.3] * 16] * (depth + 1),
+            "majority": [0.2] * 16,
+        },
+    }
+    for file, record in records.items():
+        (folder / file).write_text(json.dumps(record))
+
+
+def _everywhere(value: float, mode: str, ood: float | None = None) -> dict:
+    return {
+        ("test", mode): value,
+        ("test_ood_p0_1", mode): value if ood is None else ood,
+        ("test_ood_p0_9", mode): value if ood is None else ood,
+    }
+
+
+def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    left = {"name": "staged", "side": "left"}
+    write_fixture_run(runs, "cot", 7, {"name": "full_cot"}, 4, _everywhere(1.0, "explicit"))
+    write_fixture_run(runs, "e2e", 7, {"name": "no_cot"}, 4, _everywhere(0.2, "implicit"))
+    write_fixture_run(runs, "left", 7, left, 4, _everywhere(0.99, "implicit", ood=0.25))
+    write_fixture_run(runs, "right", 7, {"name": "staged", "side": "right"}, 4, _everywhere(0.5, "implicit"))
+    write_fixture_run(runs, "deep", 7, left, 16, _everywhere(0.6, "implicit"))
+    for modulus, value in ((6, 0.99), (10, 0.99), (11, 0.5)):
+        write_fixture_run(runs, f"c{modulus}", modulus, left, 4, _everywhere(value, "implicit"))
+    mixture = {**_everywhere(0.97, "hint=0", ood=0.3), **_everywhere(1.0, "hint=16")}
+    write_fixture_run(runs, "mix", 7, {"name": "mixture"}, 4, mixture)
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 9 and rows[0].startswith("run,automaton,T,regime,depth")
+    for plot in (
+        "id_vs_ood",
+        "curriculum_stages",
+        "prime_vs_composite",
+        "width_vs_depth",
+        "end_to_end_vs_T",
+        "probes",
+    ):
+        assert (out / f"{plot}.png").stat().st_size > 10_000, plot
+    readme = (out / "README.md").read_text()
+    verdicts = re.findall(r"\*\*Verdict: ([a-z ()]+)\.\*\*", readme)
+    # full CoT perfect; E2E 0.2 vs 1.0; left 0.99 ID vs 0.25 OOD; left 0.99 vs right 0.5; depth 4 0.99 vs 16 0.6;
+    # composite 0.99 vs prime (C7 0.99, C11 0.5) 0.745; mixture 0.97 ID, full CoT 1.0 OOD vs left 0.25.
+    assert verdicts == ["agree"] * 7
+    assert "{" not in readme.split("## All runs")[1].replace("{}", "")  # every placeholder filled
+    claim3 = (out / "claim3.csv").read_text()
+    assert "C7" in claim3 and "C11" in claim3
