@@ -6,6 +6,8 @@
   :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ),
   :func:`selector_attention`, :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
   all of them during training through :class:`LearningDynamicsCallback`.
+* :mod:`~hf_icot.diagnostics.probes` — linear probes of a labelled quantity in each layer's hidden states
+  (:func:`linear_probe_accuracy`, :func:`probe_accuracy_map`; :func:`state_probe_map` for a semiautomaton's state).
 """
 
 from hf_icot.diagnostics.ablation import ablate_head, attention_output_projections, head_ablation
@@ -19,6 +21,7 @@ from hf_icot.diagnostics.hessian import (
     hessian_extremes,
 )
 from hf_icot.diagnostics.learning_dynamics import MEASUREMENTS, LearningDynamicsCallback
+from hf_icot.diagnostics.probes import hidden_states_at, linear_probe_accuracy, probe_accuracy_map, state_probe_map
 from hf_icot.diagnostics.transition import detect_transition
 from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_gap
 
@@ -37,9 +40,13 @@ __all__ = [
     "detect_transition",
     "extreme_eigenvalues",
     "group_accuracy",
+    "hidden_states_at",
     "head_ablation",
     "hessian_curvature_along",
     "hessian_extremes",
+    "linear_probe_accuracy",
+    "probe_accuracy_map",
     "selector_attention",
+    "state_probe_map",
     "z_shuffle_gap",
 ]
