@@ -9,7 +9,8 @@ and ``ablation.json`` (:mod:`recipes.marginals`); the base run may hold ``hessia
 * ``runs.csv`` / ``runs.md`` — one row per run: task, optimiser, τ (first measurement with candidate loss
   < 0.5·log K), the plateau's first-token loss against log K, the onsets of Δz and of layer-0 selector attention
   (as fractions of τ), how collectively the bases switch, the largest head-ablation
-  loss increase; the steps until the first answer token's loss is below 0.05;
+  loss increase; the steps until the first answer token's loss, and the training loss (mean over the answer's
+  tokens, logged every ``logging_steps``), are below 0.05;
 * ``tau_fit.csv`` / ``.md`` — the power law τ ∝ D^b over the D sweep, with a bootstrap 95% interval for b;
 * ``loss_curves.png`` (first-token loss and candidate loss, log K marked, τ marked), ``dz_attention.png`` and
   ``group_heatmap.png`` of the base run (and ``*_largest_d.png`` of the largest D), ``tau_vs_d.png``,
@@ -157,6 +158,7 @@ def summarise(run: dict) -> dict:
         if tau and len(switched)
         else "",
         "steps_to_first_token_loss_0.05": int(solved[0]) if len(solved) else "",
+        "steps_to_train_loss_0.05": next((step for step, loss in run["losses"] if loss < SOLVED_LOSS), ""),
         "wall_s": run["wall_s"] if run["wall_s"] is not None else "",
     }
     if run["ablation"]:

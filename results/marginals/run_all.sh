@@ -62,4 +62,11 @@ run bz_k10_nb1000_lr1e-3_bs128_s0 bz_to_a 10 1000 0 --stop_after_tau 1.0 --diagn
 
 if [[ -n ${ONLY:-} ]]; then exit 0; fi
 python results/marginals/hessian_around_tau.py --run "$OUT/bz_k10_nb200_lr1e-3_bs128_s0"
-python results/marginals/make_results.py --runs "$OUT" --out results/marginals
+# the small records of every run (no weights) beside the results, so the tables and plots rebuild without training
+for folder in "$OUT"/*/; do
+  name=$(basename "$folder"); mkdir -p "results/marginals/runs/$name"
+  for file in run.json diagnostics.csv group_accuracy.csv ablation.json log_history.json hessian.csv wall_time.json; do
+    if [[ -f $folder$file ]]; then cp "$folder$file" "results/marginals/runs/$name/"; fi
+  done
+done
+python results/marginals/make_results.py --runs results/marginals/runs --out results/marginals
