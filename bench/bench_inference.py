@@ -98,6 +98,9 @@ def main(args: argparse.Namespace) -> None:
         print(f"{mode:<10} {length:>18} {examples_per_s:>12.1f} {tokens_per_s:>12.1f}")
     ratio = results["implicit"][1] / results["explicit"][1]
     print(f"implicit / explicit examples/s: {ratio:.2f}x")
+    # the speed-up if every generated token cost the same: generated tokens (CoT + answer) over answer tokens alone
+    ideal = results["explicit"][0] / results["implicit"][0]
+    print(f"ideal ratio (explicit / implicit new tokens per example): {ideal:.2f}x")
 
 
 if __name__ == "__main__":

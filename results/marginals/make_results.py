@@ -374,8 +374,7 @@ def plot_setup(groups: dict, out: Path) -> None:
         axes[1].plot(steps, cand / run["log_k"], color=line.get_color(), label=variant(run))
     axes[0].axhline(math.log(36), color="grey", linestyle="--", linewidth=0.8, label="log 36 (unconditional)")
     axes[0].axhline(math.log(10), color="black", linestyle="--", linewidth=0.8, label="log K")
-    axes[0].set(title="first-target-token loss by set-up (study = distinct first chars, TL init, no dropout)",
-                xlabel="step", ylabel="loss (nats)")  # fmt: skip
+    axes[0].set(title="first-target-token loss by set-up", xlabel="step", ylabel="loss (nats)")
     axes[1].axhline(0.5, color="grey", linestyle="--", linewidth=0.8, label="τ threshold")
     axes[1].set(title="candidate loss / log K by set-up", xlabel="step", ylabel="fraction of log K")
     for ax in axes:

@@ -96,6 +96,8 @@ def test_bench_inference_prints_both_modes_and_their_ratio() -> None:
     assert int(rows["implicit"]) < int(rows["explicit"]), "implicit mode generates no CoT"
     ratio = re.search(rf"^implicit / explicit examples/s: ({NUMBER})x$", out, re.MULTILINE)
     assert ratio and number(ratio.group(1)) > 0
+    ideal = re.search(rf"^ideal ratio \(explicit / implicit new tokens per example\): ({NUMBER})x$", out, re.MULTILINE)
+    assert ideal and number(ideal.group(1)) == pytest.approx(int(rows["explicit"]) / int(rows["implicit"]), abs=0.01)
 
 
 def test_bench_trainer_overhead_prints_each_repeat_and_the_median_ratios() -> None:
