@@ -95,6 +95,13 @@ class MarginalsArguments:
             )
 
 
+def transition_step(rows: list[dict[str, float]], threshold: float) -> int | None:
+    """τ of the diagnostics' rows: the first measured step whose candidate loss is below ``threshold``."""
+    from hf_icot.diagnostics import detect_transition
+
+    return detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], threshold)
+
+
 class StopAfterTransition(TrainerCallback):
     """Stop training ``fraction * τ`` steps after τ (and at least ``min_steps`` after it); τ is read from the
     diagnostics' candidate loss as it is measured."""
@@ -103,10 +110,7 @@ class StopAfterTransition(TrainerCallback):
         self.diagnostics, self.threshold, self.fraction, self.min_steps = diagnostics, threshold, fraction, min_steps
 
     def on_step_end(self, args, state, control, **kwargs):
-        from hf_icot.diagnostics import detect_transition
-
-        rows = self.diagnostics.rows
-        tau = detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], self.threshold)
+        tau = transition_step(self.diagnostics.rows, self.threshold)
         if tau is not None and state.global_step >= tau + max(self.fraction * tau, self.min_steps):
             control.should_training_stop = True
 
@@ -132,7 +136,7 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
 
     from datasets_builder import build_dataset
     from hf_icot.answer_only import answer_only_tokenizer, encode_answer_only
-    from hf_icot.diagnostics import LearningDynamicsCallback, detect_transition
+    from hf_icot.diagnostics import LearningDynamicsCallback
     from hf_icot.loading import scratch_config
 
     set_seed(training_args.seed)
@@ -173,10 +177,7 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
     trainer.train()
 
     # Step 4: τ from the candidate-loss series, the run's record and the model.
-    tau = None
-    if "candidate_loss" in args.measurements:
-        rows = diagnostics.rows
-        tau = detect_transition([r["step"] for r in rows], [r["candidate_loss"] for r in rows], threshold)
+    tau = transition_step(diagnostics.rows, threshold) if "candidate_loss" in args.measurements else None
     record = {
         "task": {"config": dataset_info["config"], **args.task_args},
         "k": k,
