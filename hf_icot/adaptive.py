@@ -28,7 +28,7 @@ import torch
 
 from hf_icot.cot import ANSWER_PREFIX
 from hf_icot.schedules import (
-    Schedule,
+    CountedRemoval,
     _spec,
     check_at_least,
     check_positive,
@@ -41,7 +41,7 @@ ANSWER_MASK_KEY = "icot_answer_mask"
 
 
 @dataclass
-class AdaptiveStepwise(Schedule):
+class AdaptiveStepwise(CountedRemoval):
     """Stepwise removal paced by the model: one more unit once the training answer accuracy holds (see the module).
 
     Attributes:
@@ -161,22 +161,6 @@ class AdaptiveStepwise(Schedule):
     def scheduled(self, step: int) -> int:
         """The count at ``step``: the removals decided so far that apply from ``step`` or earlier."""
         return self.remove_start_from + bisect.bisect_right(self.removal_steps, step)
-
-    def removes_all(self, step: int) -> bool:
-        return self.scheduled(step) >= self._all_removed_from
-
-    def removed_count(self, step: int) -> float:
-        return math.inf if self.removes_all(step) else float(self.scheduled(step))
-
-    def stage(self, step: int) -> int:
-        if self.removes_all(step):
-            return max(math.ceil(self._all_removed_from), self.remove_start_from) - self.remove_start_from
-        return self.scheduled(step) - self.remove_start_from
-
-    def resets_optimizer_at(self, step: int) -> bool:
-        if not self.reset_optimizer or step <= 0:
-            return False
-        return self.scheduled(step) > self.scheduled(step - 1) and self.scheduled(step - 1) < self._all_removed_from
 
     def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
         if self.removes_all(step):

@@ -270,8 +270,39 @@ def smoothed_removal_specs(
     return [_spec(unit, side, scheduled + int(o), fill) for o in offsets]
 
 
+class CountedRemoval(Schedule):
+    """A schedule that removes a growing count of CoT units from one side: the count at a step is
+    ``scheduled(step)`` (from ``remove_start_from``), and the whole CoT goes once it reaches ``_all_removed_from``.
+    Stages, the reported count and optimizer resets follow from those two (:class:`Stepwise` and
+    :class:`hf_icot.adaptive.AdaptiveStepwise`)."""
+
+    def scheduled(self, step: int) -> int:
+        raise NotImplementedError
+
+    @property
+    def _all_removed_from(self) -> float:
+        raise NotImplementedError
+
+    def removes_all(self, step: int) -> bool:
+        return self.scheduled(step) >= self._all_removed_from
+
+    def removed_count(self, step: int) -> float:
+        return math.inf if self.removes_all(step) else float(self.scheduled(step))
+
+    def stage(self, step: int) -> int:
+        if self.removes_all(step):
+            return max(math.ceil(self._all_removed_from), self.remove_start_from) - self.remove_start_from
+        return self.scheduled(step) - self.remove_start_from
+
+    def resets_optimizer_at(self, step: int) -> bool:
+        if not self.reset_optimizer:
+            return False
+        previous = self.scheduled(step - 1) if step > 0 else self.remove_start_from
+        return self.scheduled(step) > previous and previous < self._all_removed_from
+
+
 @dataclass
-class Stepwise(Schedule):
+class Stepwise(CountedRemoval):
     """The stepwise-ICoT reference curriculum: remove CoT tokens one at a time, linearly in optimizer steps.
 
     With ``P = round(steps_per_epoch / remove_per_epoch)`` and ``s0 = pretrain_epochs * steps_per_epoch``, the
@@ -332,23 +363,6 @@ class Stepwise(Schedule):
         if step < first:
             return self.remove_start_from
         return self.remove_start_from + ((step - first) // period if period > 0 else step - first + 1)
-
-    def removes_all(self, step: int) -> bool:
-        return self.scheduled(step) >= self._all_removed_from
-
-    def removed_count(self, step: int) -> float:
-        return math.inf if self.removes_all(step) else float(self.scheduled(step))
-
-    def stage(self, step: int) -> int:
-        if self.removes_all(step):
-            return max(math.ceil(self._all_removed_from), self.remove_start_from) - self.remove_start_from
-        return self.scheduled(step) - self.remove_start_from
-
-    def resets_optimizer_at(self, step: int) -> bool:
-        if not self.reset_optimizer:
-            return False
-        previous = self.scheduled(step - 1) if step > 0 else self.remove_start_from
-        return self.scheduled(step) > previous and previous < self._all_removed_from
 
     def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
         if self.removes_all(step):
