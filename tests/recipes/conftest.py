@@ -21,14 +21,20 @@ RECIPE = REPO / "recipes" / "icot_gpt2.py"
 TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 48, "validation_size": 8, "test_size": 8, "seed": 0}
 
 
-def load_recipe() -> ModuleType:
-    """The recipe script as a module (it is a script, not part of a package)."""
-    if "icot_gpt2_recipe" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("icot_gpt2_recipe", RECIPE)
+def load_script(path: Path, name: str) -> ModuleType:
+    """A script of the repository (a recipe, a results script: not part of a package) as the module ``name``,
+    loaded once."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
         spec.loader.exec_module(module)
-    return sys.modules["icot_gpt2_recipe"]
+    return sys.modules[name]
+
+
+def load_recipe() -> ModuleType:
+    """recipes/icot_gpt2.py as a module."""
+    return load_script(RECIPE, "icot_gpt2_recipe")
 
 
 def recipe_args(model: Path | str, output_dir: Path, *extra: str, task_args: dict | None = None) -> list[str]:

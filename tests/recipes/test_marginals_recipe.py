@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,18 +12,14 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from hf_icot.config import parse_config
+from tests.recipes.conftest import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 TINY_MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": 64}
 
 
 def _recipe():
-    if "marginals_recipe" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("marginals_recipe", REPO / "recipes" / "marginals.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules["marginals_recipe"]
+    return load_script(REPO / "recipes" / "marginals.py", "marginals_recipe")
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:

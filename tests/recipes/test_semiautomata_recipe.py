@@ -4,17 +4,15 @@ remove the states they should at each stage, every split is scored in every mode
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-from tests.recipes.conftest import REPO
+from tests.recipes.conftest import REPO, load_script
 
 RECIPE = REPO / "recipes" / "semiautomata.py"
 T = 8
@@ -24,12 +22,7 @@ MODEL = {"depth": 2, "param_budget": 20_000, "n_head": 2, "n_positions": 24}
 
 
 def load_recipe() -> ModuleType:
-    if "semiautomata_recipe" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("semiautomata_recipe", RECIPE)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
-        spec.loader.exec_module(module)
-    return sys.modules["semiautomata_recipe"]
+    return load_script(RECIPE, "semiautomata_recipe")
 
 
 def run(output_dir: Path, *extra: str, task_args: dict | None = None, model: dict | None = None) -> dict:
@@ -171,11 +164,7 @@ def test_another_task_is_refused(tmp_path: Path) -> None:
 
 
 def _load_make_results() -> ModuleType:
-    path = REPO / "results" / "semiautomata" / "make_results.py"
-    spec = importlib.util.spec_from_file_location("semiautomata_make_results", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "results" / "semiautomata" / "make_results.py", "semiautomata_make_results")
 
 
 def write_fixture_run(runs: Path, name: str, modulus: int, schedule: dict, depth: int, accuracy: dict) -> None:

@@ -3,23 +3,23 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.recipes.conftest import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _analysis():
-    spec = importlib.util.spec_from_file_location("marginals_analysis", REPO / "results/marginals/make_results.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "results/marginals/make_results.py", "marginals_analysis")
+
+
+def _hessian_script():
+    return load_script(REPO / "results/marginals/hessian_around_tau.py", "hessian_around_tau")
 
 
 def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: int, lr=0.001, batch=128, seed=0, direction="bz_to_a"):
@@ -98,10 +98,7 @@ def test_hessian_around_tau_on_a_real_tiny_run(tmp_path: Path) -> None:
     record = json.loads((run / "run.json").read_text())
     record["tau"] = 4  # a 6-step run has no transition; pretend it had one at step 4
     (run / "run.json").write_text(json.dumps(record))
-    spec = importlib.util.spec_from_file_location("hessian_around_tau", REPO / "results/marginals/hessian_around_tau.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rows = module.main(["--run", str(run), "--points", "0.5", "1.5", "--examples", "4", "--tol", "0.1"])
+    rows = _hessian_script().main(["--run", str(run), "--points", "0.5", "1.5", "--examples", "4", "--tol", "0.1"])
     assert [row["step"] for row in rows] == [2], "the checkpoint nearest 0.5τ; 1.5τ is the last, the escape end"
     for row in rows:
         assert row["top"] >= row["bottom"] and math.isfinite(row["escape_curvature"]) and row["escape_step"] == 6
@@ -111,8 +108,5 @@ def test_hessian_around_tau_on_a_real_tiny_run(tmp_path: Path) -> None:
 
 
 def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("hessian_around_tau", REPO / "results/marginals/hessian_around_tau.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     with pytest.raises(ValueError, match=r"holds no checkpoint-\* folders; train the run with --save_strategy steps"):
-        module.checkpoints(tmp_path)
+        _hessian_script().checkpoints(tmp_path)
