@@ -139,6 +139,20 @@ class ICoTConfig(TrainingArguments):
     generation_eval_examples: int | None = field(
         default=None, metadata={"help": "Generation evaluation: use only the first N evaluation examples."}
     )
+    generation_eval_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Also generate the eval_modes answers every N optimizer steps during training (the first "
+            "generation_eval_examples evaluation examples), logged with train_examples; unset: off."
+        },
+    )
+    stop_at_implicit_em: float | None = field(
+        default=None,
+        metadata={
+            "help": "With generation_eval_steps: stop training at the first measurement whose implicit answer exact "
+            "match is >= this (in (0, 1]; eval_modes must include implicit); unset: never."
+        },
+    )
     evaluate_each_stage: bool = field(
         default=True, metadata={"help": "Evaluate (loss, and generation if eval_modes) when each stage ends."}
     )
@@ -231,6 +245,22 @@ class ICoTConfig(TrainingArguments):
             raise ValueError(
                 f"generation_eval_examples {self.generation_eval_examples} is not allowed; it must be >= 1."
             )
+        if self.generation_eval_steps is not None:
+            if self.generation_eval_steps < 1:
+                raise ValueError(
+                    f"generation_eval_steps {self.generation_eval_steps} is not allowed; it must be >= 1 (unset: off)."
+                )
+            if not self.eval_modes:
+                raise ValueError("generation_eval_steps needs eval_modes to say what to generate, e.g. [implicit].")
+        if self.stop_at_implicit_em is not None:
+            if not 0 < self.stop_at_implicit_em <= 1:
+                raise ValueError(
+                    f"stop_at_implicit_em {self.stop_at_implicit_em} is not allowed; it must be in (0, 1] (unset: off)."
+                )
+            if self.generation_eval_steps is None or "implicit" not in self.eval_modes:
+                raise ValueError(
+                    "stop_at_implicit_em needs generation_eval_steps and 'implicit' among eval_modes to measure it."
+                )
         if self.remove_unused_columns:
             raise ValueError(
                 "remove_unused_columns=True would drop question/cot/answer before the ICoT collator; keep it False."

@@ -2,6 +2,8 @@
 
 * :mod:`~hf_icot.diagnostics.answer_accuracy` — teacher-forced answer accuracy of an ICoT run
   (``AnswerAccuracyCallback``).
+* :mod:`~hf_icot.diagnostics.generation_eval` — generation exact match against training examples seen, with an
+  optional stop at a bar (``GenerationEvalCallback``; ``generation_eval_steps`` in an ICoT config turns it on).
 * The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.tokenized`):
   :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ),
   :func:`selector_attention`, :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
@@ -13,6 +15,7 @@
 from hf_icot.diagnostics.ablation import ablate_head, attention_output_projections, head_ablation
 from hf_icot.diagnostics.attention import selector_attention
 from hf_icot.diagnostics.candidates import CandidateLoss, GroupAccuracy, candidate_loss, group_accuracy
+from hf_icot.diagnostics.generation_eval import GenerationEvalCallback
 from hf_icot.diagnostics.hessian import (
     HessianExtremes,
     curvature_along,
@@ -28,6 +31,7 @@ from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_ga
 __all__ = [
     "MEASUREMENTS",
     "CandidateLoss",
+    "GenerationEvalCallback",
     "GroupAccuracy",
     "HessianExtremes",
     "LearningDynamicsCallback",

@@ -1,0 +1,87 @@
+"""Generation exact match during training: logged against examples seen, equal to a fresh evaluation, and a stop at a
+bar that ends training at the first measurement that reaches it."""
+
+import pytest
+import torch
+
+from hf_icot.config import ICoTConfig
+from hf_icot.diagnostics import GenerationEvalCallback
+from hf_icot.tokenization import build_word_level_tokenizer
+from hf_icot.trainer import ICoTTrainer
+from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
+
+
+def counting_trainer(tmp_path, **fields):
+    torch.set_num_threads(1)
+    train, evaluation = counting_examples(length=6, n_test=16)
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=2, n_embd=64)
+    settings = dict(
+        output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, learning_rate=1e-2, logging_steps=10,
+        report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0,
+        keep_stage_checkpoints=False, evaluate_each_stage=False, per_device_eval_batch_size=16,
+    )  # fmt: skip
+    args = ICoTConfig(**{**settings, **fields})
+    return ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer)
+
+
+def test_measurements_are_logged_with_examples_seen_and_match_a_fresh_evaluation(tmp_path):
+    trainer = counting_trainer(
+        tmp_path, schedule="no_cot", max_steps=45, generation_eval_steps=20, eval_modes=["implicit", "explicit"],
+        generation_eval_examples=12,
+    )  # fmt: skip
+    trainer.train()
+    rows = [entry for entry in trainer.state.log_history if "eval_implicit/answer_em" in entry]
+    assert [row["step"] for row in rows] == [20, 40, 45]  # every 20 steps, and the last one
+    assert [row["train_examples"] for row in rows] == [320, 640, 720]
+    assert all("eval_explicit/answer_em" in row and "eval_explicit/cot_em" in row for row in rows)
+    assert [row["step"] for row in trainer.generation_eval.history] == [20, 40, 45]
+    fresh = trainer.generation_metrics(trainer.eval_dataset.select(range(12)), ["implicit"])
+    assert rows[-1]["eval_implicit/answer_em"] == fresh["implicit/answer_em"]  # the same model, the same 12 examples
+    losses = [entry["step"] for entry in trainer.state.log_history if "loss" in entry]
+    assert losses == [10, 20, 30, 40]  # the measurements at 20 and 40 kept those steps' training-loss rows
+
+
+def test_training_stops_at_the_first_measurement_that_reaches_the_bar(tmp_path):
+    trainer = counting_trainer(
+        tmp_path, schedule="no_cot", max_steps=400, generation_eval_steps=10, eval_modes=["implicit"],
+        stop_at_implicit_em=0.75,
+    )  # fmt: skip
+    trainer.train()
+    scores = [row["eval_implicit/answer_em"] for row in trainer.generation_eval.history]
+    assert scores[-1] >= 0.75 and all(score < 0.75 for score in scores[:-1])
+    assert trainer.state.global_step == 10 * len(scores) < 400  # stopped right there, long before max_steps
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"generation_eval_steps": 0, "eval_modes": ["implicit"]}, r"^generation_eval_steps 0 is not allowed"),
+        ({"generation_eval_steps": 5}, r"^generation_eval_steps needs eval_modes"),
+        (
+            {"generation_eval_steps": 5, "eval_modes": ["implicit"], "stop_at_implicit_em": 1.5},
+            r"^stop_at_implicit_em 1\.5 is not allowed; it must be in \(0, 1\]",
+        ),
+        (
+            {"generation_eval_steps": 5, "eval_modes": ["explicit"], "stop_at_implicit_em": 0.9},
+            r"^stop_at_implicit_em needs generation_eval_steps and 'implicit' among eval_modes",
+        ),
+        ({"stop_at_implicit_em": 0.9, "eval_modes": ["implicit"]}, r"^stop_at_implicit_em needs"),
+    ],
+)
+def test_bad_config_raises_one_sentence(tmp_path, fields, message):
+    with pytest.raises(ValueError, match=message):
+        ICoTConfig(output_dir=str(tmp_path), report_to="none", use_cpu=True, **fields)
+
+
+def test_bad_callback_arguments_raise_one_sentence(tmp_path):
+    trainer = counting_trainer(tmp_path, max_steps=1)
+    with pytest.raises(ValueError, match=r"^stop_mode 'explicit' is not among the evaluated modes \['implicit'\]"):
+        GenerationEvalCallback(trainer, 10, ["implicit"], stop_at=0.9, stop_mode="explicit")
+    with pytest.raises(ValueError, match=r"^generation evaluation every=0 steps is not allowed"):
+        GenerationEvalCallback(trainer, 0)
+    with pytest.raises(ValueError, match=r"^evaluation mode 'sideways' is unknown"):
+        GenerationEvalCallback(trainer, 10, ["sideways"])
+    trainer.eval_dataset = None
+    with pytest.raises(ValueError, match="needs the trainer's eval_dataset to be one split"):
+        GenerationEvalCallback(trainer, 10)
