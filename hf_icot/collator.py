@@ -332,6 +332,7 @@ class ICoTCollator:
         tokenizer = self.tokenizer
         ids = batch["example_id"] if "example_id" in batch else indices
         out: dict[str, list] = {"example_id": list(ids), "question_ids": [], "answer_ids": [], "cot_tokens": []}
+        out["cot_ids"] = []
         out["n_cot_tokens"], out["n_cot_steps"], out["length"] = [], [], []
         for index, question, steps, answer in zip(ids, batch["question"], batch["cot"], batch["answer"]):
             try:
@@ -350,6 +351,9 @@ class ICoTCollator:
             except ValueError as error:
                 raise ValueError(f"example {index}: {error}") from None
             out["cot_tokens"].append([" ".join(tokens) for tokens in step_tokens])
+            out["cot_ids"].append(
+                tokenizer.convert_tokens_to_ids([token for tokens in step_tokens for token in tokens])
+            )
             out["n_cot_tokens"].append(sum(len(tokens) for tokens in step_tokens))
             out["n_cot_steps"].append(len(steps))
             # two <eos> separators and the final one
@@ -364,7 +368,8 @@ class ICoTCollator:
         layout: SequenceLayout | None = None,
     ) -> tuple[datasets.Dataset, int]:
         """Add ``example_id`` (kept if present), ``question_ids``, ``answer_ids``, ``cot_tokens`` (each step's tokens,
-        space-joined), ``n_cot_tokens``, ``n_cot_steps`` and ``length`` (the full-CoT sequence's tokens, hint aside:
+        space-joined), ``cot_ids`` (their ids, all steps in a row), ``n_cot_tokens``, ``n_cot_steps`` and ``length``
+        (the full-CoT sequence's tokens, hint aside:
         what ``train_sampling_strategy="group_by_length"`` groups by); check lengths against the model's context.
 
         Args:
@@ -404,6 +409,7 @@ class ICoTCollator:
                     "question_ids": datasets.Sequence(datasets.Value("int32")),
                     "answer_ids": datasets.Sequence(datasets.Value("int32")),
                     "cot_tokens": datasets.Sequence(datasets.Value("string")),
+                    "cot_ids": datasets.Sequence(datasets.Value("int32")),
                     "n_cot_tokens": datasets.Value("int32"),
                     "n_cot_steps": datasets.Value("int32"),
                     "length": datasets.Value("int32"),
@@ -496,4 +502,111 @@ class ICoTCollator:
 
     def render(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> dict[str, Any]:
         """Truncate each example with its spec and return the padded model batch (see :meth:`encode_batch`)."""
-        return self.encode_batch(examples, self.truncate_batch(examples, specs))
+        return self.render_counted(examples, specs)[0]
+
+    def render_counted(
+        self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]
+    ) -> tuple[dict[str, Any], list[int]]:
+        """:meth:`render`, and the CoT tokens each example kept (placeholders included).
+
+        The common curricula (token units, ``left``/``right``/``all``/``none``, fill ``drop`` or ``keep_position``,
+        no hint, the ``hf_icot`` format) are cut on the prepared ``cot_ids`` with array operations over the whole
+        batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
+        and :func:`encode_example`. Both give the same tensors.
+        """
+        if self._on_ids(examples, specs):
+            return _render_on_ids(examples, specs, _eos_id(self.tokenizer), self.pad_id)
+        truncated = self.truncate_batch(examples, specs)
+        return self.encode_batch(examples, truncated), [cut.kept for cut in truncated]
+
+    def _on_ids(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> bool:
+        """Whether :func:`_render_on_ids` can cut this batch (see :meth:`render_counted`)."""
+        if self.layout.is_reference or not examples or "cot_ids" not in examples[0]:
+            return False
+        for example, spec in zip(examples, specs):
+            if spec.unit != "token" or spec.hint or spec.fill == "pad" or spec.which not in _ID_CUTS:
+                return False
+            if spec.which in ("left", "right") and spec.count > len(example["cot_ids"]) and not spec.saturate:
+                return False  # truncate() raises the error that names it
+        return True
+
+
+_ID_CUTS = ("none", "all", "left", "right")
+
+
+def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:
+    out = np.full((len(rows), max(int(lengths.max(initial=0)), 1)), fill, dtype=np.int64)
+    for row, ids in enumerate(rows):
+        out[row, : len(ids)] = ids
+    return out
+
+
+def _render_on_ids(
+    examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec], eos: int, pad: int
+) -> tuple[dict[str, Any], list[int]]:
+    """Render a batch from the prepared ids: every part padded side by side, ``[question | <eos> | cot | <eos> |
+    answer | <eos>]``, a mask of the tokens each row keeps, and one scatter that packs them to the left; the
+    untruncated sequence's positions come with them for ``keep_position``. What :func:`encode_example` builds, for
+    the specs :meth:`ICoTCollator._on_ids` accepts."""
+    q_len, c_len, a_len = (
+        np.array([len(example[key]) for example in examples], dtype=np.int64)
+        for key in ("question_ids", "cot_ids", "answer_ids")
+    )
+    parts = [_padded([e[key] for e in examples], n, pad) for key, n in (("question_ids", q_len), ("cot_ids", c_len))]
+    parts.append(_padded([e["answer_ids"] for e in examples], a_len, pad))
+    counts = np.array([min(spec.count, n) for spec, n in zip(specs, c_len)], dtype=np.int64)
+    which = [spec.which for spec in specs]
+    low = np.where([w == "left" for w in which], counts, 0)
+    high = np.where([w == "right" for w in which], c_len - counts, c_len)
+    high = np.where([w == "all" for w in which], 0, high)
+    kept = np.maximum(high - low, 0)
+
+    column = [np.arange(part.shape[1])[None, :] for part in parts]
+    one = np.ones((len(examples), 1), dtype=bool)
+    q_col, c_col, a_col = column
+    source = np.concatenate(
+        [parts[0], np.full_like(one, eos, dtype=np.int64), parts[1], np.full_like(one, eos, dtype=np.int64)]
+        + [parts[2], np.full_like(one, eos, dtype=np.int64)],
+        axis=1,
+    )
+    valid = np.concatenate(
+        [q_col < q_len[:, None], one, (c_col >= low[:, None]) & (c_col < high[:, None]), one, a_col < a_len[:, None]]
+        + [one],
+        axis=1,
+    )
+    q, c = q_len[:, None], c_len[:, None]
+    position = np.concatenate(
+        [
+            np.broadcast_to(q_col, parts[0].shape),
+            q,
+            q + 1 + c_col,
+            q + 1 + c,
+            q + 2 + c + a_col,
+            q + 2 + c + a_len[:, None],
+        ],
+        axis=1,
+    )
+    labelled = np.concatenate(
+        [np.zeros(parts[0].shape[1] + 1, dtype=bool), np.ones(source.shape[1] - parts[0].shape[1] - 1, dtype=bool)]
+    )
+    target = np.cumsum(valid, axis=1) - 1
+    width = int(valid.sum(axis=1).max())
+    rows, cols = np.nonzero(valid)
+    at = (rows, target[rows, cols])
+    input_ids = np.full((len(examples), width), pad, dtype=np.int64)
+    labels = np.full((len(examples), width), IGNORE_INDEX, dtype=np.int64)
+    attention_mask = np.zeros((len(examples), width), dtype=np.int64)
+    input_ids[at] = source[rows, cols]
+    labels[at] = np.where(labelled[cols], source[rows, cols], IGNORE_INDEX)
+    attention_mask[at] = 1
+    batch = {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "labels": torch.from_numpy(labels),
+    }
+    keep_position = np.array([spec.fill == "keep_position" for spec in specs])
+    if keep_position.any():
+        position_ids = np.zeros((len(examples), width), dtype=np.int64)
+        position_ids[at] = np.where(keep_position[rows], position[rows, cols], target[rows, cols])
+        batch["position_ids"] = torch.from_numpy(position_ids)
+    return batch, kept.tolist()

@@ -215,6 +215,18 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, Trainer):
                 f"max_len_train skips batches on one process at a time, which {self.accelerator.num_processes} "
                 "processes reducing gradients together cannot do; run on one process or unset max_len_train."
             )
+        self.generation_eval = None
+        if args.generation_eval_steps is not None:
+            from hf_icot.diagnostics.generation_eval import GenerationEvalCallback
+
+            self.generation_eval = GenerationEvalCallback(
+                self,
+                args.generation_eval_steps,
+                args.eval_modes,
+                args.generation_eval_examples,
+                stop_at=args.stop_at_implicit_em,
+            )
+            self.add_callback(self.generation_eval)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             # A script that forgets end_processes() still tears the group down before interpreter shutdown.
             atexit.register(_end_processes_at_exit, weakref.ref(self))
@@ -240,7 +252,7 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, Trainer):
         self._bind_schedule(dataloader)
         return values
 
-    def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list]:
+    def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list[int]]:
         examples = inputs["pending"].examples
         specs = self.schedule.specs(
             step,
@@ -249,11 +261,10 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, Trainer):
             n_steps=[example["n_cot_steps"] for example in examples],
             training=training,
         )
-        truncated = self.data_collator.truncate_batch(examples, specs)
-        batch = self.data_collator.encode_batch(examples, truncated)
+        batch, kept = self.data_collator.render_counted(examples, specs)
         if training and self.schedule.needs_answer_accuracy:
             self._mark_answer_tokens(batch, examples)
-        return batch, truncated
+        return batch, kept
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """Fetch the micro-batches of one optimizer step and truncate them for step ``state.global_step``; first close
@@ -267,13 +278,13 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, Trainer):
             self.reset_optimizer_state()
         batches, without_cot = [], True
         for inputs in pending:
-            batch, truncated = self._render(inputs, step, training=True)
+            batch, kept_per_example = self._render(inputs, step, training=True)
             self._mark_long_batch(batch)
             batches.append(batch)
-            kept = sum(cut.kept for cut in truncated)
+            kept = sum(kept_per_example)
             without_cot = without_cot and kept == 0
             self._kept_tokens += kept
-            self._rendered_examples += len(truncated)
+            self._rendered_examples += len(kept_per_example)
         if self.schedule.resets_optimizer_at(step + 1):
             # Whether the next reset is skipped must agree on every rank, whose batches differ.
             flag = torch.tensor([int(without_cot)], device=self.args.device)

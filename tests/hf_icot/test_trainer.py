@@ -302,9 +302,11 @@ def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
     render = trainer._render
 
     def keep(inputs, step, training):
-        batch, truncated = render(inputs, step, training)
-        seen.extend((cut.hint, cut.kept) for cut in truncated)
-        return batch, truncated
+        batch, kept = render(inputs, step, training)
+        examples = inputs["pending"].examples  # the hint follows the question and its <eos>
+        hints = [row[len(example["question_ids"]) + 1] for row, example in zip(batch["input_ids"].tolist(), examples)]
+        seen.extend(zip(tokenizer.convert_ids_to_tokens(hints), kept))
+        return batch, kept
 
     trainer._render = keep
     trainer.train()
