@@ -7,6 +7,7 @@ that turns text into ids or generated ids back into text goes through them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -312,7 +313,8 @@ class ICoTCollator:
         self.layout = layout or SequenceLayout()
         if self.layout.is_reference:
             _space_tokens(tokenizer)  # fail here, not at the first example
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else _eos_id(tokenizer)
+        self.eos_id = _eos_id(tokenizer)  # looked up once: tokenizer properties are slow in the training loop
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
         # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
         # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
         try:
@@ -515,7 +517,7 @@ class ICoTCollator:
         and :func:`encode_example`. Both give the same tensors.
         """
         if self._on_ids(examples, specs):
-            return _render_on_ids(examples, specs, _eos_id(self.tokenizer), self.pad_id)
+            return _render_on_ids(examples, specs, self.eos_id, self.pad_id)
         truncated = self.truncate_batch(examples, specs)
         return self.encode_batch(examples, truncated), [cut.kept for cut in truncated]
 
@@ -535,9 +537,11 @@ _ID_CUTS = ("none", "all", "left", "right")
 
 
 def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:
+    """``rows`` right-padded with ``fill`` into one ``(len(rows), max(lengths, 1))`` array, in one scatter."""
     out = np.full((len(rows), max(int(lengths.max(initial=0)), 1)), fill, dtype=np.int64)
-    for row, ids in enumerate(rows):
-        out[row, : len(ids)] = ids
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    row = np.repeat(np.arange(len(rows)), lengths)
+    out[row, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
     return out
 
 
