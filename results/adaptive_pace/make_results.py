@@ -1,0 +1,245 @@
+"""Tables and plots of results/adaptive_pace/ from the committed run records (no training).
+
+python results/adaptive_pace/make_results.py [--runs results/adaptive_pace/runs] [--out results/adaptive_pace]
+
+Every run folder under ``--runs`` holds what ``run_all.sh`` copied: ``run.json`` (its command), ``training_log.json``
+(the trainer's log: the curriculum every 50 steps, the implicit exact match of the 500 validation questions every
+100 steps, with the training examples seen) and ``eval_results.json`` (the final scores on validation and test). It
+writes
+
+* ``table.md`` and ``summary.json``: per task and run, when the CoT was gone, the examples seen when the implicit exact
+  match first reached 90% and 99%, the best and final scores, and the ratio best fixed pace / adaptive;
+* ``curves_<task>.png``: implicit exact match and CoT tokens kept against training examples seen, one line per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BARS = (0.9, 0.99)
+EM_KEY = "eval_implicit/answer_em"
+DEFAULT_MAX_STEPS_PER_REMOVAL = 2000  # the configs' max_steps_per_removal
+TASKS = {"mult": "3x3 multiplication (24 CoT tokens)", "parity": "8-sparse parity over 20 bits (7 CoT tokens)"}
+
+
+def load_runs(folder: Path) -> list[dict]:
+    """Every run record under ``folder``, sorted by task and then adaptive, fixed paces (fastest first), end to end.
+
+    Raises:
+        ValueError: a folder without records, or a record missing one of its three files.
+    """
+    runs = []
+    for path in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
+        missing = [
+            name for name in ("run.json", "training_log.json", "eval_results.json") if not (path / name).is_file()
+        ]
+        if missing:
+            raise ValueError(f"run record {path} lacks {', '.join(missing)}; rerun it with run_all.sh.")
+        run = json.loads((path / "run.json").read_text())
+        run["log"] = json.loads((path / "training_log.json").read_text())
+        run["final"] = json.loads((path / "eval_results.json").read_text())
+        run["task"], run["kind"] = path.name.split("_", 1)
+        runs.append(run)
+    if not runs:
+        raise ValueError(f"no run records under {folder}; run results/adaptive_pace/run_all.sh first.")
+    order = {"adaptive": 0, "fixed": 1, "e2e": 2}
+    return sorted(runs, key=lambda r: (r["task"], order[family(r)], pace_steps(r) or 0, r["kind"]))
+
+
+def family(run: dict) -> str:
+    """``adaptive``, ``fixed`` or ``e2e``."""
+    return next(name for name in ("adaptive", "fixed", "e2e") if run["kind"].startswith(name))
+
+
+def pace_steps(run: dict) -> int | None:
+    """A fixed pace's steps per removed token (from its name, ``fixed<P>``); None for the other runs."""
+    return int(run["kind"][len("fixed") :]) if run["kind"].startswith("fixed") else None
+
+
+def label(run: dict) -> str:
+    if run["kind"].startswith("adaptive"):  # adaptive, or adaptive_max<N>: at most N steps per removal
+        cap = run["kind"].split("_max")[1] if "_max" in run["kind"] else f"{DEFAULT_MAX_STEPS_PER_REMOVAL}"
+        return f"adaptive pace, at most {int(cap):,} steps / token"
+    if run["kind"] == "e2e":
+        return "end to end (no CoT ever)"
+    return f"fixed pace, 1 token / {pace_steps(run)} steps"
+
+
+def curve(run: dict) -> list[tuple[float, float]]:
+    """(training examples seen, implicit exact match) at every measurement."""
+    return [(row["train_examples"], row[EM_KEY]) for row in run["log"] if EM_KEY in row]
+
+
+def examples_to(run: dict, bar: float) -> float | None:
+    """Training examples seen at the first measurement with implicit exact match >= ``bar``; None if never."""
+    return next((examples for examples, em in curve(run) if em >= bar), None)
+
+
+def batch_size(run: dict) -> float:
+    row = next(row for row in run["log"] if "train_examples" in row)
+    return row["train_examples"] / row["step"]
+
+
+def cot_gone_at(run: dict) -> float | None:
+    """Training examples seen at the first logged step training without any CoT token (None: never)."""
+    rows = [row for row in run["log"] if "cot/kept_tokens_mean" in row]
+    step = next((row["step"] for row in rows if row["cot/kept_tokens_mean"] == 0), None)
+    return None if step is None else step * batch_size(run)
+
+
+def trained_examples(run: dict) -> float:
+    return curve(run)[-1][0]
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Per task: each run's figures, and the best fixed pace against the adaptive one at each bar."""
+    summary: dict = {}
+    for task in dict.fromkeys(run["task"] for run in runs):
+        rows = []
+        for run in (r for r in runs if r["task"] == task):
+            best = max(em for _, em in curve(run))
+            rows.append(
+                {
+                    "run": run["run"],
+                    "label": label(run),
+                    "command": run["command"],
+                    "cot_gone_at": cot_gone_at(run),
+                    **{f"examples_to_{bar:g}": examples_to(run, bar) for bar in BARS},
+                    "best_validation_em": best,
+                    "trained_examples": trained_examples(run),
+                    "test_implicit_em": run["final"]["test/implicit/answer_em"],
+                    "validation_implicit_em": run["final"]["validation/implicit/answer_em"],
+                }
+            )
+        comparison = {}
+        kinds = {run["run"]: family(run) for run in runs}
+        adaptives = [row for row in rows if kinds[row["run"]] == "adaptive"]
+        fixed = [row for row in rows if kinds[row["run"]] == "fixed"]
+        for bar in BARS:
+            key = f"examples_to_{bar:g}"
+            reached = [row for row in fixed if row[key] is not None]
+            best_fixed = min(reached, key=lambda row: row[key]) if reached else None
+            made_it = [row for row in adaptives if row[key] is not None]
+            adaptive = min(made_it, key=lambda row: row[key]) if made_it else None
+            entry = {
+                "best_fixed": best_fixed["run"] if best_fixed else None,
+                "best_adaptive": adaptive["run"] if adaptive else None,
+                "ratio": None,
+                "ratio_at_least": None,
+            }
+            if adaptive is not None:
+                if best_fixed is not None:
+                    entry["ratio"] = best_fixed[key] / adaptive[key]
+                elif fixed:  # no fixed pace reached the bar: the ratio is at least what they trained, over adaptive's
+                    entry["ratio_at_least"] = min(row["trained_examples"] for row in fixed) / adaptive[key]
+            comparison[f"{bar:g}"] = entry
+        summary[task] = {"title": TASKS.get(task, task), "runs": rows, "adaptive_vs_best_fixed": comparison}
+    return summary
+
+
+def _count(value: float | None, trained: float) -> str:
+    return f"{value:,.0f}" if value is not None else f"not in {trained:,.0f}"
+
+
+def table(summary: dict) -> str:
+    lines = []
+    for task in summary.values():
+        lines += [
+            f"### {task['title']}",
+            "",
+            "| run | CoT gone at (examples) | examples to ≥ 90% | examples to ≥ 99% | best validation EM | "
+            "test implicit EM (end) | examples trained |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in task["runs"]:
+            trained = row["trained_examples"]
+            gone = f"{row['cot_gone_at']:,.0f}" if row["cot_gone_at"] is not None else "never"
+            lines.append(
+                f"| {row['label']} | {gone} | {_count(row['examples_to_0.9'], trained)} | "
+                f"{_count(row['examples_to_0.99'], trained)} | {row['best_validation_em']:.3f} | "
+                f"{row['test_implicit_em']:.3f} | {trained:,.0f} |"
+            )
+        lines.append("")
+        for bar, entry in task["adaptive_vs_best_fixed"].items():
+            percent = f"{float(bar):.0%}"
+            if entry["ratio"] is not None:
+                lines.append(
+                    f"* ≥ {percent}: the best fixed pace ({entry['best_fixed']}) needed {entry['ratio']:.2f}× the "
+                    f"examples of the best adaptive one ({entry['best_adaptive']})."
+                )
+            elif entry["ratio_at_least"] is not None:
+                lines.append(
+                    f"* ≥ {percent}: no fixed pace reached it; their budget was {entry['ratio_at_least']:.2f}× the "
+                    f"examples {entry['best_adaptive']} needed (a lower bound on the ratio)."
+                )
+            elif entry["best_fixed"] is not None:
+                lines.append(f"* ≥ {percent}: no adaptive pace reached it; {entry['best_fixed']} did.")
+            else:
+                lines.append(f"* ≥ {percent}: neither an adaptive nor a fixed pace reached it, so there is no ratio.")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot(summary: dict, runs: list[dict], out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for task_name, task in summary.items():
+        task_runs = [run for run in runs if run["task"] == task_name]
+        figure, (top, bottom) = plt.subplots(2, 1, figsize=(9, 7.5), sharex=True, height_ratios=(3, 2))
+        for index, run in enumerate(task_runs):
+            color = f"C{index}"
+            points = curve(run)
+            top.plot([x for x, _ in points], [y for _, y in points], color=color, label=label(run), linewidth=1.6)
+            rows = [row for row in run["log"] if "cot/kept_tokens_mean" in row]
+            xs = [row["step"] * batch_size(run) for row in rows]
+            bottom.plot(xs, [row["cot/kept_tokens_mean"] for row in rows], color=color, linewidth=1.4)
+            gone = cot_gone_at(run)
+            if gone is not None and family(run) != "e2e":
+                for axis in (top, bottom):
+                    axis.axvline(gone, color=color, linestyle=":", linewidth=1)
+        for bar in BARS:
+            top.axhline(bar, color="grey", linestyle="--", linewidth=0.8)
+            top.text(top.get_xlim()[0], bar, f" {bar:.0%}", va="bottom", fontsize=8, color="grey")
+        top.set_ylabel("implicit exact match\n(500 validation questions)")
+        top.set_ylim(-0.02, 1.02)
+        top.set_title(f"{task['title']}: adaptive vs fixed pace, implicit exact match against examples seen")
+        top.legend(loc="center right", fontsize=8)
+        bottom.set_ylabel("CoT tokens kept\n(training batch mean)")
+        bottom.set_xlabel("training examples seen (dotted: the step the whole CoT is gone)")
+        bottom.set_ylim(bottom=-0.5)
+        figure.tight_layout()
+        path = out / f"curves_{task_name}.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (run_all.sh's)")
+    parser.add_argument("--out", type=Path, default=HERE, help="where table.md, summary.json and the PNGs go")
+    args = parser.parse_args(argv)
+    runs = load_runs(args.runs)
+    summary = summarize(runs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=lambda v: None) + "\n")
+    (args.out / "table.md").write_text(table(summary))
+    written = plot(summary, runs, args.out)
+    print(table(summary))
+    print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "summary.json", *written]))
+    return summary
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
