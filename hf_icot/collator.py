@@ -512,18 +512,18 @@ class ICoTCollator:
         """:meth:`render`, and the CoT tokens each example kept (placeholders included).
 
         The common curricula (token units, ``left``/``right``/``all``/``none``, fill ``drop`` or ``keep_position``,
-        no hint, the ``hf_icot`` format) are cut on the prepared ``cot_ids`` with array operations over the whole
+        no hint; either sequence format) are cut on the prepared ``cot_ids`` with array operations over the whole
         batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
         and :func:`encode_example`. Both give the same tensors.
         """
         if self._on_ids(examples, specs):
-            return _render_on_ids(examples, specs, self.eos_id, self.pad_id)
+            return _render_on_ids(examples, specs, self.eos_id, self.pad_id, self.layout.is_reference)
         truncated = self.truncate_batch(examples, specs)
         return self.encode_batch(examples, truncated), [cut.kept for cut in truncated]
 
     def _on_ids(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> bool:
         """Whether :func:`_render_on_ids` can cut this batch (see :meth:`render_counted`)."""
-        if self.layout.is_reference or not examples or "cot_ids" not in examples[0]:
+        if not examples or "cot_ids" not in examples[0]:
             return False
         for example, spec in zip(examples, specs):
             if spec.unit != "token" or spec.hint or spec.fill == "pad" or spec.which not in _ID_CUTS:
@@ -546,12 +546,17 @@ def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np
 
 
 def _render_on_ids(
-    examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec], eos: int, pad: int
+    examples: Sequence[Mapping[str, Any]],
+    specs: Sequence[TruncationSpec],
+    eos: int,
+    pad: int,
+    reference: bool = False,
 ) -> tuple[dict[str, Any], list[int]]:
     """Render a batch from the prepared ids: every part padded side by side, ``[question | <eos> | cot | <eos> |
     answer | <eos>]``, a mask of the tokens each row keeps, and one scatter that packs them to the left; the
     untruncated sequence's positions come with them for ``keep_position``. What :func:`encode_example` builds, for
-    the specs :meth:`ICoTCollator._on_ids` accepts."""
+    the specs :meth:`ICoTCollator._on_ids` accepts (``reference``: the reference format's positions, where the token
+    before the first gap moves up to it, as :func:`_move_gap_earlier` does)."""
     q_len, c_len, a_len = (
         np.array([len(example[key]) for example in examples], dtype=np.int64)
         for key in ("question_ids", "cot_ids", "answer_ids")
@@ -612,5 +617,10 @@ def _render_on_ids(
     if keep_position.any():
         position_ids = np.zeros((len(examples), width), dtype=np.int64)
         position_ids[at] = np.where(keep_position[rows], position[rows, cols], target[rows, cols])
+        if reference:
+            jumps = np.diff(position_ids, axis=1) > 1  # padding holds 0s, so no jump is found there
+            moved = np.nonzero(jumps.any(axis=1) & keep_position)[0]
+            first = jumps[moved].argmax(axis=1)
+            position_ids[moved, first] = position_ids[moved, first + 1] - 1
         batch["position_ids"] = torch.from_numpy(position_ids)
     return batch, kept.tolist()

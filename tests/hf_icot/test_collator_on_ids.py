@@ -10,6 +10,7 @@ from hf_icot.collator import ICoTCollator
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec, example_features
 from hf_icot.layout import SequenceLayout
 from hf_icot.tokenization import build_word_level_tokenizer
+from tests.hf_icot.tiny_task import tiny_bpe_tokenizer
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -89,3 +90,24 @@ def test_prepared_cot_ids_are_the_tokens_ids():
         tokens = [token for step in row["cot_tokens"] for token in step.split()]
         assert row["cot_ids"] == collator.tokenizer.convert_tokens_to_ids(tokens)
     assert not ICoTCollator(collator.tokenizer, SequenceLayout())._on_ids([], [])
+
+
+@pytest.mark.parametrize("fill", ["drop", "keep_position"])
+def test_the_reference_format_cuts_on_ids_as_example_by_example(tmp_path, fill):
+    data = ragged_examples(n=48, seed=3)
+    texts = [f"{row['question']} {' '.join(row['cot'])} #### {row['answer']}" for row in data]
+    layout = SequenceLayout(fill=fill, sequence_format="reference")
+    collator = ICoTCollator(tiny_bpe_tokenizer(texts, tmp_path / "bpe"), layout)
+    prepared_data = collator.prepare_dataset(data, layout=layout)[0]
+    rng = random.Random(0)
+    examples = [prepared_data[i] for i in range(24)]
+    specs = [
+        TruncationSpec("token", rng.choice(["none", "all", "left", "right"]), rng.randint(0, 10), fill, saturate=True)
+        for _ in examples
+    ]
+    assert collator._on_ids(examples, specs)
+    fast, fast_kept = collator.render_counted(examples, specs)
+    slow, slow_kept = example_by_example(collator, examples, specs)
+    assert fast.keys() == slow.keys() and fast_kept == slow_kept
+    for key in slow:
+        assert torch.equal(fast[key], slow[key]), key
