@@ -557,54 +557,41 @@ def _render_on_ids(
     untruncated sequence's positions come with them for ``keep_position``. What :func:`encode_example` builds, for
     the specs :meth:`ICoTCollator._on_ids` accepts (``reference``: the reference format's positions, where the token
     before the first gap moves up to it, as :func:`_move_gap_earlier` does)."""
+    n = len(examples)
     q_len, c_len, a_len = (
         np.array([len(example[key]) for example in examples], dtype=np.int64)
         for key in ("question_ids", "cot_ids", "answer_ids")
     )
-    parts = [_padded([e[key] for e in examples], n, pad) for key, n in (("question_ids", q_len), ("cot_ids", c_len))]
-    parts.append(_padded([e["answer_ids"] for e in examples], a_len, pad))
-    counts = np.array([min(spec.count, n) for spec, n in zip(specs, c_len)], dtype=np.int64)
-    which = [spec.which for spec in specs]
-    low = np.where([w == "left" for w in which], counts, 0)
-    high = np.where([w == "right" for w in which], c_len - counts, c_len)
-    high = np.where([w == "all" for w in which], 0, high)
-    kept = np.maximum(high - low, 0)
-
-    column = [np.arange(part.shape[1])[None, :] for part in parts]
-    one = np.ones((len(examples), 1), dtype=bool)
-    q_col, c_col, a_col = column
-    source = np.concatenate(
-        [parts[0], np.full_like(one, eos, dtype=np.int64), parts[1], np.full_like(one, eos, dtype=np.int64)]
-        + [parts[2], np.full_like(one, eos, dtype=np.int64)],
-        axis=1,
+    question, cot, answer = (
+        _padded([example[key] for example in examples], lengths, pad)
+        for key, lengths in (("question_ids", q_len), ("cot_ids", c_len), ("answer_ids", a_len))
     )
-    valid = np.concatenate(
-        [q_col < q_len[:, None], one, (c_col >= low[:, None]) & (c_col < high[:, None]), one, a_col < a_len[:, None]]
-        + [one],
-        axis=1,
-    )
-    q, c = q_len[:, None], c_len[:, None]
-    position = np.concatenate(
-        [
-            np.broadcast_to(q_col, parts[0].shape),
-            q,
-            q + 1 + c_col,
-            q + 1 + c,
-            q + 2 + c + a_col,
-            q + 2 + c + a_len[:, None],
-        ],
-        axis=1,
-    )
-    labelled = np.concatenate(
-        [np.zeros(parts[0].shape[1] + 1, dtype=bool), np.ones(source.shape[1] - parts[0].shape[1] - 1, dtype=bool)]
-    )
+    which = np.array([spec.which for spec in specs])
+    count = np.minimum([spec.count for spec in specs], c_len)
+    low = np.where(which == "left", count, 0)  # each row keeps CoT tokens low .. high - 1
+    high = np.where(which == "right", c_len - count, np.where(which == "all", 0, c_len))
+    eos_column, always = np.full((n, 1), eos, dtype=np.int64), np.ones((n, 1), dtype=bool)
+    q_at, c_at, a_at = (np.arange(part.shape[1])[None, :] for part in (question, cot, answer))
+    # The untruncated sequence in six segments: ids, which are kept, their positions in it, whether they are labelled.
+    segments = [
+        (question, q_at < q_len[:, None], q_at, False),
+        (eos_column, always, q_len[:, None], False),
+        (cot, (c_at >= low[:, None]) & (c_at < high[:, None]), q_len[:, None] + 1 + c_at, True),
+        (eos_column, always, (q_len + 1 + c_len)[:, None], True),
+        (answer, a_at < a_len[:, None], (q_len + 2 + c_len)[:, None] + a_at, True),
+        (eos_column, always, (q_len + 2 + c_len + a_len)[:, None], True),
+    ]
+    source = np.concatenate([ids for ids, *_ in segments], axis=1)
+    valid = np.concatenate([np.broadcast_to(kept, ids.shape) for ids, kept, *_ in segments], axis=1)
+    position = np.concatenate([np.broadcast_to(at, ids.shape) for ids, _, at, _ in segments], axis=1)
+    labelled = np.concatenate([np.full(ids.shape[1], flag) for ids, *_, flag in segments])
     target = np.cumsum(valid, axis=1) - 1
     width = int(valid.sum(axis=1).max())
     rows, cols = np.nonzero(valid)
-    at = (rows, target[rows, cols])
-    input_ids = np.full((len(examples), width), pad, dtype=np.int64)
-    labels = np.full((len(examples), width), IGNORE_INDEX, dtype=np.int64)
-    attention_mask = np.zeros((len(examples), width), dtype=np.int64)
+    at = (rows, target[rows, cols])  # each kept token's place once the row is packed to the left
+    input_ids = np.full((n, width), pad, dtype=np.int64)
+    labels = np.full((n, width), IGNORE_INDEX, dtype=np.int64)
+    attention_mask = np.zeros((n, width), dtype=np.int64)
     input_ids[at] = source[rows, cols]
     labels[at] = np.where(labelled[cols], source[rows, cols], IGNORE_INDEX)
     attention_mask[at] = 1
@@ -615,7 +602,7 @@ def _render_on_ids(
     }
     keep_position = np.array([spec.fill == "keep_position" for spec in specs])
     if keep_position.any():
-        position_ids = np.zeros((len(examples), width), dtype=np.int64)
+        position_ids = np.zeros((n, width), dtype=np.int64)
         position_ids[at] = np.where(keep_position[rows], position[rows, cols], target[rows, cols])
         if reference:
             jumps = np.diff(position_ids, axis=1) > 1  # padding holds 0s, so no jump is found there
@@ -623,4 +610,4 @@ def _render_on_ids(
             first = jumps[moved].argmax(axis=1)
             position_ids[moved, first] = position_ids[moved, first + 1] - 1
         batch["position_ids"] = torch.from_numpy(position_ids)
-    return batch, kept.tolist()
+    return batch, np.maximum(high - low, 0).tolist()

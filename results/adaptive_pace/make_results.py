@@ -209,7 +209,7 @@ def plot(summary: dict, runs: list[dict], out: Path) -> list[Path]:
             top.text(top.get_xlim()[0], bar, f" {bar:.0%}", va="bottom", fontsize=8, color="grey")
         top.set_ylabel("implicit exact match\n(500 validation questions)")
         top.set_ylim(-0.02, 1.02)
-        top.set_title(f"{task['title']}: adaptive vs fixed pace, implicit exact match against examples seen")
+        top.set_title(f"{task['title']}\nadaptive vs fixed pace: implicit exact match against training examples seen")
         top.legend(loc="center right", fontsize=8)
         bottom.set_ylabel("CoT tokens kept\n(training batch mean)")
         bottom.set_xlabel("training examples seen (dotted: the step the whole CoT is gone)")
