@@ -3,8 +3,8 @@
 # end, on 3x3 multiplication and 8-sparse parity over 20 bits), then the table and plots. Run from the repository
 # root. A run whose record is in results/adaptive_pace/runs/NAME/ is kept (the script resumes). ONLY=REGEX runs just
 # the runs whose name matches and skips the analysis, so two shells can share the list (this is how the committed
-# runs were made, one thread each: ONLY='^(mult_(adaptive|fixed100|e2e)|parity_fixed(300|600))$' and
-# ONLY='^(mult_fixed(175|250)|parity_(adaptive|fixed150|e2e))$'; then ONLY='_max' once one of them had finished).
+# runs were made, one thread each: ONLY='^mult_(adaptive|fixed100|e2e)$' beside ONLY='^mult_fixed(175|250)$', then
+# ONLY='_max' beside ONLY='^parity_(adaptive|fixed200|e2e)$', then ONLY='^parity_fixed(100|400)$').
 set -euo pipefail
 # One thread per run: two runs shared the 2 cores. Every figure is in steps and examples, never seconds.
 export PYTHONPATH="${PYTHONPATH:-$PWD}" HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
@@ -45,12 +45,12 @@ run mult_fixed250 $MULT "${FIXED[@]}" --pretrain_epochs 1 --remove_per_epoch 4
 run mult_e2e $MULT --schedule no_cot --max_steps 4000
 # the adaptive rule with a tighter cap: a token that is not absorbed within 500 steps goes anyway
 run mult_adaptive_max500 $MULT --max_steps_per_removal 500
-# 8-sparse parity over 20 bits (7 CoT tokens), 7,000 steps at most (448,000 examples)
+# 8-sparse parity over 20 bits (7 CoT tokens), 5,000 steps at most (320,000 examples); end to end 3,000
 run parity_adaptive $PARITY
-run parity_fixed150 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 4
-run parity_fixed300 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 2
-run parity_fixed600 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 1
-run parity_e2e $PARITY --schedule no_cot
+run parity_fixed100 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 6
+run parity_fixed200 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 3
+run parity_fixed400 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 1.5
+run parity_e2e $PARITY --schedule no_cot --max_steps 3000
 
 if [[ -z ${ONLY:-} ]]; then
   python results/adaptive_pace/make_results.py
