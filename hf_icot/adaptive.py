@@ -1,13 +1,20 @@
 """Adaptive pace: remove the next CoT unit once the model has absorbed the last removal.
 
 :class:`AdaptiveStepwise` (schedule name ``adaptive``) is the stepwise curriculum with its clock replaced by a rule:
-after every optimizer step it takes the training accuracy on the answer tokens (teacher-forced argmax at the labelled
-positions after ``####``, from the logits the step computed anyway: no extra forward) of all processes together, and
-removes one more token (or step, per ``unit``) from the next step on when
+after every optimizer step it takes a training accuracy of all processes together, from the logits the step computed
+anyway (no extra forward), and removes one more token (or step, per ``unit``) from the next step on when
 
 * at least ``min_steps_per_removal`` steps were trained at the current count, and the mean accuracy of the last
   ``window`` of them is >= ``threshold``; or
 * ``max_steps_per_removal`` steps were trained at the current count (None: no limit).
+
+The accuracy (``metric``) is either
+
+* ``answer`` — the teacher-forced argmax accuracy of the answer tokens (after ``####``). Blind to the kept CoT: when the
+  last kept CoT token spells the answer (a running parity's last partial parity is the parity), it stays at 1.0
+  however wrong the model's own CoT would be; or
+* ``sequence`` — the fraction of examples whose every labelled token (kept CoT, separators, answer, final ``<eos>``)
+  is the teacher-forced argmax, so a kept CoT token the model cannot produce holds the next removal back.
 
 Removal smoothing, ``remove_all_when_remove_beyond`` and optimizer resets work as in
 :class:`hf_icot.schedules.Stepwise`. The decisions so far (:meth:`AdaptiveStepwise.state_dict`) ride in the checkpoint,
@@ -45,7 +52,8 @@ class AdaptiveStepwise(CountedRemoval):
     """Stepwise removal paced by the model: one more unit once the training answer accuracy holds (see the module).
 
     Attributes:
-        threshold: in (0, 1]; the mean answer-token accuracy over ``window`` steps that allows the next removal.
+        threshold: in (0, 1]; the mean accuracy over ``window`` steps that allows the next removal.
+        metric: ``"answer"`` or ``"sequence"`` (see the module): what the accuracy counts.
         window: >= 1 steps, all at the current count (the window restarts at every removal).
         min_steps_per_removal: >= 1; the fewest steps at one count.
         max_steps_per_removal: >= ``min_steps_per_removal``, or None; the most steps at one count.
@@ -61,8 +69,10 @@ class AdaptiveStepwise(CountedRemoval):
     name: ClassVar[str] = "adaptive"
     units: ClassVar[tuple[str, ...]] = ("token", "step")
     needs_answer_accuracy: ClassVar[bool] = True
+    metric_names: ClassVar[tuple[str, ...]] = ("answer", "sequence")
     threshold: float = 0.9
     window: int = 20
+    metric: str = "answer"
     min_steps_per_removal: int = 1
     max_steps_per_removal: int | None = None
     remove_start_from: int = 0
@@ -85,6 +95,8 @@ class AdaptiveStepwise(CountedRemoval):
         if not 0 < self.threshold <= 1:
             raise ValueError(f"adaptive threshold {self.threshold} is not allowed; it must be in (0, 1].")
         check_at_least("adaptive window", self.window, 1, " (steps)")
+        if self.metric not in self.metric_names:
+            raise ValueError(f"adaptive metric {self.metric!r} is unknown; allowed: {', '.join(self.metric_names)}.")
         check_at_least("min_steps_per_removal", self.min_steps_per_removal, 1)
         check_at_least("max_steps_per_removal", self.max_steps_per_removal, 1, " (or None: no limit)")
         if self.max_steps_per_removal is not None and self.min_steps_per_removal > self.max_steps_per_removal:
@@ -181,7 +193,8 @@ class AdaptiveStepwise(CountedRemoval):
         limit = "" if self.max_steps_per_removal is None else f", at most {self.max_steps_per_removal}"
         return (
             f"first {self.scheduled(step)} CoT {self.unit}s from the {self.side}{smoothing}; the next one once the "
-            f"answer-token accuracy averages >= {self.threshold:g} over {self.window} steps (at least "
+            f"{'answer-token' if self.metric == 'answer' else 'whole-sequence'} accuracy averages >= "
+            f"{self.threshold:g} over {self.window} steps (at least "
             f"{self.min_steps_per_removal} steps per removal{limit})"
         )
 
@@ -207,13 +220,24 @@ def answer_token_mask(
     return mask
 
 
-def answer_token_hits(logits: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def answer_token_hits(
+    logits: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor, per_example: bool = False
+) -> torch.Tensor:
     """``[correct, total]`` (int64) of the teacher-forced argmax at the ``mask`` positions: position ``t`` is predicted
-    by the logits at ``t - 1``. Only the masked rows of ``logits`` are reduced, so the cost is tiny."""
+    by the logits at ``t - 1``. Only the masked rows of ``logits`` are reduced, so the cost is tiny.
+
+    ``per_example``: count examples instead of tokens — an example (a row with a masked position) is correct when every
+    one of its masked tokens is."""
     target_mask = mask[:, 1:]
-    predicted = logits[:, :-1][target_mask].argmax(dim=-1)  # (N,) over the N answer tokens
-    correct = (predicted == input_ids[:, 1:][target_mask]).sum()
-    return torch.stack([correct, target_mask.sum()]).to(torch.long)
+    if not per_example:
+        predicted = logits[:, :-1][target_mask].argmax(dim=-1)  # (N,) over the N answer tokens
+        correct = (predicted == input_ids[:, 1:][target_mask]).sum()
+        return torch.stack([correct, target_mask.sum()]).to(torch.long)
+    predicted = torch.full_like(input_ids[:, 1:], -1)
+    predicted[target_mask] = logits[:, :-1][target_mask].argmax(dim=-1)
+    wrong = (predicted != input_ids[:, 1:]) & target_mask
+    scored = target_mask.any(dim=1)
+    return torch.stack([(scored & ~wrong.any(dim=1)).sum(), scored.sum()]).to(torch.long)
 
 
 class AnswerAccuracyMixin:
@@ -229,7 +253,12 @@ class AnswerAccuracyMixin:
             from hf_icot.collator import encode_text
 
             self._marker_ids = encode_text(ANSWER_PREFIX, self.processing_class)
-        batch[ANSWER_MASK_KEY] = answer_token_mask(examples, batch["attention_mask"], self._marker_ids)
+        if self.schedule.metric == "sequence":  # every labelled token: kept CoT, separators, answer, final <eos>
+            from hf_icot.collator import IGNORE_INDEX
+
+            batch[ANSWER_MASK_KEY] = batch["labels"] != IGNORE_INDEX
+        else:
+            batch[ANSWER_MASK_KEY] = answer_token_mask(examples, batch["attention_mask"], self._marker_ids)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         mask = inputs.pop(ANSWER_MASK_KEY, None)
@@ -238,7 +267,10 @@ class AnswerAccuracyMixin:
         loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
         with torch.no_grad():
             hits = answer_token_hits(
-                outputs["logits"].detach(), inputs["input_ids"], mask.to(outputs["logits"].device)
+                outputs["logits"].detach(),
+                inputs["input_ids"],
+                mask.to(outputs["logits"].device),
+                per_example=self.schedule.metric == "sequence",
             )
         # Kept on the device and summed over micro-batches: no host sync until the step ends.
         self._answer_counts = (

@@ -83,6 +83,14 @@ class ICoTConfig(TrainingArguments):
         default=20,
         metadata={"help": "adaptive: steps averaged, all at the current count (the window restarts at each removal)."},
     )
+    adaptive_metric: str = field(
+        default="answer",
+        metadata={
+            "help": "adaptive: what the threshold reads: answer (teacher-forced accuracy of the answer tokens) or "
+            "sequence (the fraction of examples whose every labelled token, kept CoT included, is right).",
+            "choices": ["answer", "sequence"],
+        },
+    )
     min_steps_per_removal: int = field(
         default=1, metadata={"help": "adaptive: fewest optimizer steps at one count before the next removal."}
     )
@@ -393,6 +401,7 @@ CONFIG_FIELDS: dict[str, dict[str, str]] = {
     "adaptive": {
         "threshold": "adaptive_threshold",
         "window": "adaptive_window",
+        "metric": "adaptive_metric",
         **{
             name: name
             for name in (

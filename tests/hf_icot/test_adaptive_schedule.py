@@ -204,3 +204,35 @@ def test_two_processes_remove_at_the_same_steps(tmp_path):
     assert accuracy_log(tmp_path, 0) == accuracy_log(tmp_path, 1) and len(accuracy_log(tmp_path)) == 24
     weights = [load_file(tmp_path / f"final-rank{rank}.safetensors") for rank in (0, 1)]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
+
+
+def test_per_example_hits_count_rows_whose_every_masked_token_is_right():
+    input_ids = torch.tensor([[5, 6, 7, 8], [5, 6, 7, 0], [5, 6, 7, 8]])
+    mask = torch.tensor([[False, True, True, True], [False, True, True, False], [False, False, False, False]])
+    logits = torch.zeros(3, 4, 10)
+    logits[0, 0, 6] = logits[0, 1, 7] = logits[0, 2, 8] = 1  # row 0: all three right
+    logits[1, 0, 6] = logits[1, 1, 3] = 1  # row 1: one of two wrong
+    logits[1, 2, 9] = 1  # unmasked position: not scored
+    assert answer_token_hits(logits, input_ids, mask, per_example=True).tolist() == [1, 2]  # row 2 has no mask
+    assert answer_token_hits(logits, input_ids, mask).tolist() == [4, 5]
+
+
+def test_the_sequence_metric_scores_every_labelled_token_of_a_real_run(tmp_path):
+    torch.set_num_threads(1)
+    train, _ = counting_examples(length=6, n_test=8)
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=2, n_embd=64)
+    args = ICoTConfig(
+        output_dir=str(tmp_path / "run"), schedule="adaptive", adaptive_metric="sequence", adaptive_threshold=0.7,
+        adaptive_window=3, min_steps_per_removal=3, max_steps=12, per_device_train_batch_size=16, learning_rate=1e-2,
+        logging_steps=4, report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0,
+        keep_stage_checkpoints=False, evaluate_each_stage=False,
+    )  # fmt: skip
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    log = PaceLog(trainer)
+    trainer.add_callback(log)
+    trainer.train()
+    assert all(accuracy * 16 == round(accuracy * 16) for accuracy in log.accuracies)  # whole examples out of 16
+    batch, _ = trainer._render(next(iter(trainer.get_train_dataloader())), 0, training=True)
+    assert torch.equal(batch[ANSWER_MASK_KEY], batch["labels"] != -100)  # CoT, separators, answer and final <eos>
+    assert "whole-sequence accuracy averages >= 0.7" in trainer.schedule.describe_stage(0)
