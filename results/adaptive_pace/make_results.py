@@ -60,9 +60,11 @@ def pace_steps(run: dict) -> int | None:
 
 
 def label(run: dict) -> str:
-    if run["kind"].startswith("adaptive"):  # adaptive, or adaptive_max<N>: at most N steps per removal
-        cap = run["kind"].split("_max")[1] if "_max" in run["kind"] else f"{DEFAULT_MAX_STEPS_PER_REMOVAL}"
-        return f"adaptive pace, at most {int(cap):,} steps / token"
+    if run["kind"].startswith("adaptive"):  # adaptive[_max<N>][_sequence]: at most N steps per removal, the metric
+        parts = run["kind"].split("_")[1:]
+        cap = next((int(part[3:]) for part in parts if part.startswith("max")), DEFAULT_MAX_STEPS_PER_REMOVAL)
+        metric = "whole-sequence" if "sequence" in parts else "answer-token"
+        return f"adaptive pace ({metric} accuracy), at most {cap:,} steps / token"
     if run["kind"] == "e2e":
         return "end to end (no CoT ever)"
     return f"fixed pace, 1 token / {pace_steps(run)} steps"

@@ -4,7 +4,8 @@
 # root. A run whose record is in results/adaptive_pace/runs/NAME/ is kept (the script resumes). ONLY=REGEX runs just
 # the runs whose name matches and skips the analysis, so two shells can share the list (this is how the committed
 # runs were made, one thread each: ONLY='^mult_(adaptive|fixed100|e2e)$' beside ONLY='^mult_fixed(175|250)$', then
-# ONLY='_max' beside ONLY='^parity_(adaptive|fixed200|e2e)$', then ONLY='^parity_fixed(100|400)$').
+# ONLY='_max' beside ONLY='^parity_(adaptive|fixed200|e2e)$', then ONLY='^parity_fixed(100|400)$' beside
+# ONLY='_sequence').
 set -euo pipefail
 # One thread per run: two runs shared the 2 cores. Every figure is in steps and examples, never seconds.
 export PYTHONPATH="${PYTHONPATH:-$PWD}" HF_HUB_OFFLINE=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
@@ -51,6 +52,8 @@ run parity_fixed100 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch
 run parity_fixed200 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 3
 run parity_fixed400 $PARITY "${FIXED[@]}" --pretrain_epochs 2 --remove_per_epoch 1.5
 run parity_e2e $PARITY --schedule no_cot --max_steps 3000
+# the rule reading the whole-sequence accuracy: the answer-token one is 1.0 while the last kept CoT token is the parity
+run parity_adaptive_sequence $PARITY --adaptive_metric sequence
 
 if [[ -z ${ONLY:-} ]]; then
   python results/adaptive_pace/make_results.py

@@ -73,8 +73,14 @@ def test_examples_to_each_bar_and_the_ratio_to_the_best_fixed_pace(records):
     assert summary["parity"]["adaptive_vs_best_fixed"]["0.9"]["ratio"] is None  # adaptive never got there
 
     table = (records / "out" / "table.md").read_text()
-    assert "| adaptive pace, at most 2,000 steps / token | 1,280 | 1,920 | 2,560 | 0.995 |" in table
-    assert "| adaptive pace, at most 500 steps / token | 1,280 | 2,560 | not in 3,200 | 0.950 |" in table
+    assert (
+        "| adaptive pace (answer-token accuracy), at most 2,000 steps / token | 1,280 | 1,920 | 2,560 | 0.995 |"
+        in table
+    )
+    assert (
+        "| adaptive pace (answer-token accuracy), at most 500 steps / token | 1,280 | 2,560 | not in 3,200 | 0.950 |"
+        in table
+    )
     assert "| fixed pace, 1 token / 100 steps | 2,560 | not in 3,840 | not in 3,840 |" in table
     assert (
         "the best fixed pace (mult_fixed200) needed 2.00× the examples of the best adaptive one (mult_adaptive)"
