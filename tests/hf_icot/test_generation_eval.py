@@ -22,7 +22,9 @@ def counting_trainer(tmp_path, **fields):
         keep_stage_checkpoints=False, evaluate_each_stage=False, per_device_eval_batch_size=16,
     )  # fmt: skip
     args = ICoTConfig(**{**settings, **fields})
-    return ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer)
+    return ICoTTrainer(
+        model=model, args=args, train_dataset=train, eval_dataset=evaluation, processing_class=tokenizer
+    )
 
 
 def test_measurements_are_logged_with_examples_seen_and_match_a_fresh_evaluation(tmp_path):
