@@ -108,7 +108,7 @@ def summarize(runs: list[dict]) -> dict:
                     "run": run["run"],
                     "label": label(run),
                     "command": run["command"],
-                    "cot_gone_at": cot_gone_at(run),
+                    "cot_gone_at": None if family(run) == "e2e" else cot_gone_at(run),
                     **{f"examples_to_{bar:g}": examples_to(run, bar) for bar in BARS},
                     "best_validation_em": best,
                     "trained_examples": trained_examples(run),
@@ -159,6 +159,7 @@ def table(summary: dict) -> str:
         for row in task["runs"]:
             trained = row["trained_examples"]
             gone = f"{row['cot_gone_at']:,.0f}" if row["cot_gone_at"] is not None else "never"
+            gone = "— (no CoT)" if row["run"].endswith("_e2e") else gone
             lines.append(
                 f"| {row['label']} | {gone} | {_count(row['examples_to_0.9'], trained)} | "
                 f"{_count(row['examples_to_0.99'], trained)} | {row['best_validation_em']:.3f} | "
@@ -212,7 +213,7 @@ def plot(summary: dict, runs: list[dict], out: Path) -> list[Path]:
         top.set_ylabel("implicit exact match\n(500 validation questions)")
         top.set_ylim(-0.02, 1.02)
         top.set_title(f"{task['title']}\nadaptive vs fixed pace: implicit exact match against training examples seen")
-        top.legend(loc="center right", fontsize=8)
+        top.legend(loc="best", fontsize=8)
         bottom.set_ylabel("CoT tokens kept\n(training batch mean)")
         bottom.set_xlabel("training examples seen (dotted: the step the whole CoT is gone)")
         bottom.set_ylim(bottom=-0.5)
