@@ -87,6 +87,7 @@ def test_examples_to_each_bar_and_the_ratio_to_the_best_fixed_pace(records):
         in table
     )
     assert "≥ 90%: no adaptive pace reached it; parity_fixed300 did." in table
+    assert "| end to end (no CoT ever) | — (no CoT) |" in table
     assert json.loads((records / "out" / "summary.json").read_text())["mult"]["runs"][0]["run"] == "mult_adaptive"
     for task in ("mult", "parity"):
         image = matplotlib.image.imread(records / "out" / f"curves_{task}.png")
