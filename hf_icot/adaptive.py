@@ -249,16 +249,16 @@ class AnswerAccuracyMixin:
     _marker_ids: list[int] | None = None
 
     def _mark_answer_tokens(self, batch: dict[str, Any], examples: Sequence[Mapping[str, Any]]) -> None:
-        if self._marker_ids is None:
-            from hf_icot.collator import encode_text
-
-            self._marker_ids = encode_text(ANSWER_PREFIX, self.processing_class)
         if self.schedule.metric == "sequence":  # every labelled token: kept CoT, separators, answer, final <eos>
             from hf_icot.collator import IGNORE_INDEX
 
             batch[ANSWER_MASK_KEY] = batch["labels"] != IGNORE_INDEX
-        else:
-            batch[ANSWER_MASK_KEY] = answer_token_mask(examples, batch["attention_mask"], self._marker_ids)
+            return
+        if self._marker_ids is None:
+            from hf_icot.collator import encode_text
+
+            self._marker_ids = encode_text(ANSWER_PREFIX, self.processing_class)
+        batch[ANSWER_MASK_KEY] = answer_token_mask(examples, batch["attention_mask"], self._marker_ids)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         mask = inputs.pop(ANSWER_MASK_KEY, None)
