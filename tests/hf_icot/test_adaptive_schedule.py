@@ -130,21 +130,29 @@ class PaceLog(TrainerCallback):
         self.accuracies.append(self.trainer.last_answer_accuracy)
 
 
-def test_a_real_run_removes_tokens_when_the_answer_accuracy_crosses(tmp_path):
+def counting_adaptive_run(tmp_path, **fields):
+    """An adaptive run (threshold 0.7 over 3 steps, at least 3 per removal) on the counting task, trained; returns the
+    trainer, the accuracies each step handed to the schedule, and the tokenizer."""
     torch.set_num_threads(1)
     train, _ = counting_examples(length=6, n_test=8)
     tokenizer = build_word_level_tokenizer(train)
     model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=2, n_embd=64)
-    args = ICoTConfig(
+    settings = dict(
         output_dir=str(tmp_path / "run"), schedule="adaptive", adaptive_threshold=0.7, adaptive_window=3,
-        min_steps_per_removal=3, reset_optimizer=True, max_steps=70, per_device_train_batch_size=16,
-        learning_rate=1e-2, logging_steps=10, report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
-        seed=0, keep_stage_checkpoints=False, evaluate_each_stage=False,
+        min_steps_per_removal=3, per_device_train_batch_size=16, learning_rate=1e-2, report_to="none", use_cpu=True,
+        save_strategy="no", disable_tqdm=True, seed=0, keep_stage_checkpoints=False, evaluate_each_stage=False,
     )  # fmt: skip
-    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    trainer = ICoTTrainer(
+        model=model, args=ICoTConfig(**settings, **fields), train_dataset=train, processing_class=tokenizer
+    )
     log = PaceLog(trainer)
     trainer.add_callback(log)
     trainer.train()
+    return trainer, log, tokenizer
+
+
+def test_a_real_run_removes_tokens_when_the_answer_accuracy_crosses(tmp_path):
+    trainer, log, tokenizer = counting_adaptive_run(tmp_path, reset_optimizer=True, max_steps=70, logging_steps=10)
 
     removals, accuracies = trainer.schedule.removal_steps, log.accuracies
     assert len(accuracies) == 70 and all(0 <= a <= 1 for a in accuracies)
@@ -218,20 +226,7 @@ def test_per_example_hits_count_rows_whose_every_masked_token_is_right():
 
 
 def test_the_sequence_metric_scores_every_labelled_token_of_a_real_run(tmp_path):
-    torch.set_num_threads(1)
-    train, _ = counting_examples(length=6, n_test=8)
-    tokenizer = build_word_level_tokenizer(train)
-    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=2, n_embd=64)
-    args = ICoTConfig(
-        output_dir=str(tmp_path / "run"), schedule="adaptive", adaptive_metric="sequence", adaptive_threshold=0.7,
-        adaptive_window=3, min_steps_per_removal=3, max_steps=12, per_device_train_batch_size=16, learning_rate=1e-2,
-        logging_steps=4, report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0,
-        keep_stage_checkpoints=False, evaluate_each_stage=False,
-    )  # fmt: skip
-    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
-    log = PaceLog(trainer)
-    trainer.add_callback(log)
-    trainer.train()
+    trainer, log, _ = counting_adaptive_run(tmp_path, adaptive_metric="sequence", max_steps=12, logging_steps=4)
     assert all(accuracy * 16 == round(accuracy * 16) for accuracy in log.accuracies)  # whole examples out of 16
     batch, _ = trainer._render(next(iter(trainer.get_train_dataloader())), 0, training=True)
     assert torch.equal(batch[ANSWER_MASK_KEY], batch["labels"] != -100)  # CoT, separators, answer and final <eos>
