@@ -44,14 +44,32 @@ def test_measurements_are_logged_with_examples_seen_and_match_a_fresh_evaluation
     assert losses == [10, 20, 30, 40]  # the measurements at 20 and 40 kept those steps' training-loss rows
 
 
-def test_training_stops_at_the_first_measurement_that_reaches_the_bar(tmp_path):
+def test_the_stop_rule_ends_training_at_the_first_measurement_at_or_above_the_bar(tmp_path):
+    """A controlled stream of measurements: just below the bar does not stop, exactly the bar does."""
     trainer = counting_trainer(
         tmp_path, schedule="no_cot", max_steps=400, generation_eval_steps=10, eval_modes=["implicit"],
         stop_at_implicit_em=0.75,
     )  # fmt: skip
+    stream = iter([0.0, 0.5, 0.7499, 0.75, 0.9, 1.0])
+    trainer.generation_metrics = lambda split, modes: {"implicit/answer_em": next(stream)}
     trainer.train()
     scores = [row["eval_implicit/answer_em"] for row in trainer.generation_eval.history]
-    assert scores[-1] >= 0.75 and all(score < 0.75 for score in scores[:-1])
+    assert scores == [0.0, 0.5, 0.7499, 0.75]
+    assert trainer.state.global_step == 40
+    logged = [entry["eval_implicit/answer_em"] for entry in trainer.state.log_history if "train_examples" in entry]
+    assert logged == scores
+
+
+def test_a_real_run_stops_at_the_first_measurement_that_reaches_a_bar_it_clears_early(tmp_path):
+    """The real generation path: a bar of 0.25 the model clears long before max_steps (guessing the most frequent
+    count already scores 0.31 on these 16 questions), so no CPU's floating-point path decides the outcome."""
+    trainer = counting_trainer(
+        tmp_path, schedule="no_cot", max_steps=400, generation_eval_steps=10, eval_modes=["implicit"],
+        stop_at_implicit_em=0.25,
+    )  # fmt: skip
+    trainer.train()
+    scores = [row["eval_implicit/answer_em"] for row in trainer.generation_eval.history]
+    assert scores[-1] >= 0.25 and all(score < 0.25 for score in scores[:-1])
     assert trainer.state.global_step == 10 * len(scores) < 400  # stopped right there, long before max_steps
 
 
