@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from hf_icot.publishing.run_files import TRAINING_LOG_FILE
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = "recipes/icot_gpt2.py"
 FORMS = ("python", "accelerate launch")
@@ -85,7 +87,7 @@ def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]
 
 def trainer_speed(output_dir: Path) -> tuple[float, int, float]:
     """(training seconds, steps, steps/s) of a finished run, from the last train summary of its log history."""
-    log = json.loads((output_dir / "training_log.json").read_text())  # written by hf_icot.model_card
+    log = json.loads((output_dir / TRAINING_LOG_FILE).read_text())
     summary = [entry for entry in log if "train_runtime" in entry][-1]
     return summary["train_runtime"], summary["step"], summary["train_steps_per_second"]
 

@@ -6,7 +6,7 @@
 The model has random weights, so it cannot be trusted to close its answer where a trained one would; every row
 therefore generates exactly the longest gold continuation of its mode (``stop_after_answer=False``): the CoT, the
 separators and the answer in explicit mode, ``#### answer <eos>`` in implicit mode. That is the work a trained model
-does, through the same batched, left-padded, KV-cached loop that :func:`hf_icot.evaluation.evaluate_generation` uses.
+does, through the same batched, left-padded, KV-cached loop that :func:`hf_icot.evaluation.exact_match.evaluate_generation` uses.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from datasets_builder.tasks import multiplication
-from hf_icot.collator import encode_prompt
-from hf_icot.evaluation import gold_continuation_length
-from hf_icot.generation import generate_batched
-from hf_icot.tokenization import build_word_level_tokenizer
+from hf_icot.data.encoding import encode_prompt
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.evaluation.generation import generate_batched
+from hf_icot.evaluation.prompts import gold_continuation_length
 
 MODES = ("implicit", "explicit")
 

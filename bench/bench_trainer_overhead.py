@@ -22,10 +22,10 @@ from pathlib import Path
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, TrainerCallback
 
-from hf_icot.config import ICoTConfig
 from hf_icot.cot import parse_line
-from hf_icot.tokenization import build_word_level_tokenizer
-from hf_icot.trainer import ICoTTrainer
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.training.config import ICoTConfig
+from hf_icot.training.trainer import ICoTTrainer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "anchor-data" / "internalize_cot_step_by_step"
 

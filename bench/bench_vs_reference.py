@@ -284,7 +284,7 @@ def run_reference(options, variant: dict, tokenizer, train) -> dict:
 
 
 def smoothing(removal_lambda: float) -> list[float]:
-    from hf_icot.schedules import smoothing_offset_probabilities
+    from hf_icot.curriculum.removal import smoothing_offset_probabilities
 
     return smoothing_offset_probabilities(removal_lambda).tolist()  # the reference's distribution, 100 offsets
 
@@ -295,8 +295,8 @@ def smoothing(removal_lambda: float) -> list[float]:
 def run_trainer(options, variant: dict, tokenizer, train, folder: Path) -> dict:
     from transformers import TrainerCallback
 
-    from hf_icot.config import ICoTConfig
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.training.config import ICoTConfig
+    from hf_icot.training.trainer import ICoTTrainer
 
     recorder = Recorder(options)
 

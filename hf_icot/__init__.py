@@ -1,8 +1,21 @@
-"""hf_icot: implicit chain of thought on Hugging Face."""
+"""hf_icot: implicit chain of thought on Hugging Face.
 
-# The schedule registry first: hf_icot.adaptive builds on hf_icot.schedules, which registers it at its end, so importing
-# hf_icot.adaptive on its own must find hf_icot.schedules already loaded.
-import hf_icot.schedules  # noqa: F401
+The rooms, bottom up (each imports only those below it):
+
+* :mod:`hf_icot.cot` — the example schema and :func:`truncate`, the one truncation function;
+* :mod:`hf_icot.curriculum` — the schedules and the sequence layout (pure Python);
+* :mod:`hf_icot.data` — loading, the encoding rules, the collator, tokenizers;
+* :mod:`hf_icot.modeling` — loading models and tokenizers, sizing, the theory models;
+* :mod:`hf_icot.evaluation` — generation, exact match, teacher-forced accuracy;
+* :mod:`hf_icot.publishing` — saving, the Hub, model cards;
+* :mod:`hf_icot.training` — configuration and command line, ``ICoTTrainer``, run folders, a recipe's set-up;
+* :mod:`hf_icot.diagnostics` — learning-dynamics measurements as callbacks;
+* :mod:`hf_icot.studies` — the study harness: sweeps, seeds, the claims ledger.
+
+``from hf_icot import ICoTTrainer, ICoTConfig`` works; importing ``hf_icot`` itself does not load torch.
+"""
+
+from hf_icot._lazy import lazy_exports
 from hf_icot.cot import (
     FULL_COT,
     PLACEHOLDER_TOKEN,
@@ -19,6 +32,17 @@ from hf_icot.cot import (
 
 __version__ = "0.1.0"
 
+#: Public names loaded on first use (they pull in torch and transformers).
+_LAZY = {
+    "ICoTTrainer": "hf_icot.training.trainer",
+    "ICoTConfig": "hf_icot.training.config",
+    "ICoTCollator": "hf_icot.data.collator",
+    "evaluate_generation": "hf_icot.evaluation.exact_match",
+    "load_icot_dataset": "hf_icot.data.loading",
+}
+__getattr__ = lazy_exports(__name__, _LAZY)
+
+
 __all__ = [
     "FULL_COT",
     "PLACEHOLDER_TOKEN",
@@ -31,4 +55,5 @@ __all__ = [
     "render_line",
     "truncate",
     "truncate_example",
+    *_LAZY,
 ]

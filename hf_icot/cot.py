@@ -8,7 +8,7 @@ Renderings, both in the format of the public stepwise-ICoT reference:
 
 * the text line ``question||cot #### answer`` (steps joined by spaces) — :func:`render_line` / :func:`parse_line`;
 * the model sequence ``question <eos> cot <eos> #### answer <eos>`` — built token by token by
-  :mod:`hf_icot.collator` from :func:`truncate`'s output, so the two can never disagree.
+  :mod:`hf_icot.data.collator` from :func:`truncate`'s output, so the two can never disagree.
 
 :func:`truncate` is the one place where CoT tokens are removed. Every curriculum is a way of choosing a
 :class:`TruncationSpec` per example.

@@ -15,7 +15,7 @@ Examples (from the repository root)::
     # continue a run that stopped (killed, preempted) from its last complete checkpoint
     python recipes/icot_gpt2.py --config recipes/configs/icot_gpt2_4x4.yaml --resume_from_checkpoint true
     # retry a push that failed, without retraining
-    python -m hf_icot.hub push OUTPUT_DIR --repo USER/NAME
+    python -m hf_icot.publishing.hub push OUTPUT_DIR --repo USER/NAME
 
 ``--config`` gives defaults, flags override them; ``--help`` lists every option. The data come from a Hub dataset
 repo or a folder written by ``python -m datasets_builder build`` (``--dataset_name_or_path``), or are built on the fly
@@ -28,12 +28,12 @@ path), or start over with ``--overwrite_output_dir``.
 from __future__ import annotations
 
 import logging
-import sys
 from typing import Any
 
-from hf_icot.arguments import ModelArguments, ScriptArguments
-from hf_icot.config import parse_recipe_args as parse_args  # --config file.yaml plus flags
-from hf_icot.hub import PushError  # light: the Hub client is imported only when pushing
+from hf_icot.publishing.hub import PushError  # light: the Hub client is imported only when pushing
+from hf_icot.training.arguments import ModelArguments, ScriptArguments
+from hf_icot.training.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("icot_gpt2")
 
@@ -43,116 +43,66 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
 
     Raises:
         ValueError: bad input (one sentence saying what to change), before any training where possible.
-        hf_icot.hub.PushError: the final upload failed; the output folder is complete and the message gives the
-            command that retries it.
+        hf_icot.publishing.hub.PushError: the final upload failed; the output folder is complete and the message gives
+            the command that retries it.
     """
-    from transformers import set_seed
+    from datasets_builder import build_dataset
+    from hf_icot.modeling.loading import load_model_for_run
+    from hf_icot.training.config import schedule_from_config
+    from hf_icot.training.outputs import check_push_possible
+    from hf_icot.training.recipe import RecipeRun
+    from hf_icot.training.trainer import ICoTTrainer
 
-    from hf_icot.config import schedule_from_config
-    from hf_icot.data import load_run_data, run_splits
-    from hf_icot.loading import apply_lora, load_model_and_tokenizer, reinitialize_weights, widen_positions
-    from hf_icot.run_folder import prepare_run_folder
-    from hf_icot.run_outputs import check_push_possible
-    from hf_icot.runtime import use_all_cpu_threads
-    from hf_icot.trainer import ICoTTrainer
+    with RecipeRun(training_args) as run:
+        # The run folder is pushed at the end, card and adapter handling included; Trainer's own push stays off.
+        push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
+        if push_to_hub:
+            adapter = model_args.use_peft and not model_args.merge_adapter
+            base = model_args.base_model_hub_id or model_args.model_name_or_path
+            check_push_possible(training_args.hub_model_id, training_args.hub_token, base if adapter else None)
+        schedule = schedule_from_config(training_args)
 
-    use_all_cpu_threads(on_cpu=training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread on a CPU
-    resume_from = prepare_run_folder(training_args)  # before any work: never over another run by accident
-    # The run folder is pushed at the end, card and adapter handling included; Trainer's own push stays off.
-    push_to_hub, training_args.push_to_hub = training_args.push_to_hub, False
-    if push_to_hub:
-        adapter = model_args.use_peft and not model_args.merge_adapter
-        base = model_args.base_model_hub_id or model_args.model_name_or_path
-        check_push_possible(training_args.hub_model_id, training_args.hub_token, base if adapter else None)
-    set_seed(training_args.seed)
-    schedule = schedule_from_config(training_args)
+        # Step 1: data, built on the fly or loaded (a folder or the Hub), with the --eval_files splits.
+        data = run.load_data(script_args, build=build_dataset)
+        # Step 2: model and tokenizer, ready for the curriculum's layout (placeholder, hint tokens); LoRA.
+        model, tokenizer = load_model_for_run(model_args, schedule.layout, data.dataset)
 
-    # Step 1: data, built on the fly or loaded from a folder or the Hub.
-    if script_args.task is not None:
-        from datasets_builder import build_dataset
+        # Step 3: train with the curriculum.
+        try:
+            trainer = run.track(ICoTTrainer(model=model, args=training_args, train_dataset=data.train,
+                                            eval_dataset=data.evaluation_sets.get("validation"),
+                                            processing_class=tokenizer, schedule=schedule))  # fmt: skip
+        except ValueError as error:
+            raise ValueError(f"{model_args.name} cannot train on this data: {error}") from None
+        if trainer.is_fsdp_enabled and model_args.merge_adapter:
+            raise ValueError(
+                "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
+            )
+        selection = trainer.add_best_epoch_selection(data.evaluation_sets) if training_args.select_best_epoch else None
+        trainer.train(resume_from_checkpoint=run.resume_from)
 
-        dataset, dataset_info = build_dataset(script_args.task, script_args.task_args)
-    else:
-        dataset, dataset_info = load_run_data(script_args.dataset_name_or_path, script_args.dataset_config)
-    train, evaluation_sets = run_splits(
-        dataset, script_args.eval_splits, script_args.max_train_examples, script_args.max_eval_examples
-    )
-    if script_args.eval_files:  # e.g. the reference's own valid/test files, so scores are on its questions
-        from hf_icot.data import read_evaluation_split
+        # Step 4: implicit and explicit answers (and the hint=k modes of --eval_modes) on every evaluation split.
+        metrics = trainer.evaluate_splits(data.evaluation_sets)
+        if selection is not None:  # the model is the selected epoch's; its per-epoch table goes with the results
+            metrics.update(selection.flat_metrics())
 
-        for name, source in script_args.eval_files.items():
-            evaluation_sets[name] = read_evaluation_split(source)
-            if script_args.max_eval_examples is not None:
-                evaluation_sets[name] = evaluation_sets[name].select(
-                    range(min(len(evaluation_sets[name]), script_args.max_eval_examples))
-                )
-    dataset_info["splits"] = {name: len(split) for name, split in dataset.items()}
-    dataset_info["splits"].update({name: len(evaluation_sets[name]) for name in script_args.eval_files or {}})
-
-    # Step 2: model and tokenizer, ready for the curriculum's layout (placeholder, hint tokens); LoRA.
-    model, tokenizer = load_model_and_tokenizer(model_args, schedule.layout, dataset)
-    if model_args.n_positions is not None:
-        widen_positions(model, model_args.n_positions)
-    if model_args.reinitialize_weights:
-        reinitialize_weights(model)
-    if model_args.use_peft:
-        model = apply_lora(model, model_args)
-
-    # Step 3: train with the curriculum.
-    try:
-        trainer = ICoTTrainer(
-            model=model,
-            args=training_args,
-            train_dataset=train,
-            eval_dataset=evaluation_sets.get("validation"),
-            processing_class=tokenizer,
-            schedule=schedule,
+        # Step 5: model, curves, card and eval_results.json into the run folder, then the push.
+        weights_kind = trainer.save_run(model_args.merge_adapter, model_args.base_model_hub_id)
+        trainer.create_model_card(
+            metrics=metrics,
+            dataset=data.info,
+            example=next(iter(data.evaluation_sets.values()))[0],
+            weights_kind=weights_kind,
+            base_model=None if model_args.scratch_model else model_args.base_model_hub_id or model_args.name,
+            license=script_args.card_license,
+            selection=selection.summary() if selection is not None else None,
         )
-    except ValueError as error:
-        raise ValueError(f"{model_args.name} cannot train on this data: {error}") from None
-    if trainer.is_fsdp_enabled and model_args.merge_adapter:
-        raise ValueError(
-            "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
-        )
-    selection = None
-    if training_args.select_best_epoch:
-        from hf_icot.model_selection import BestEpochCallback
-
-        if "validation" not in evaluation_sets:
-            raise ValueError("--select_best_epoch needs a validation split; add one or pass it with --eval_files.")
-        selection = BestEpochCallback(
-            trainer, evaluation_sets["validation"], evaluation_sets.get("test"), training_args.selection_mode
-        )
-        trainer.add_callback(selection)
-    trainer.train(resume_from_checkpoint=resume_from)
-
-    # Step 4: implicit and explicit answers (and the hint=k modes of --eval_modes) on every evaluation split.
-    metrics = trainer.evaluate_splits(evaluation_sets)
-    if selection is not None:  # the model is the selected epoch's; its per-epoch table goes with the results
-        metrics.update(selection.flat_metrics())
-
-    # Step 5: model, curves, card and eval_results.json into the run folder, then the push.
-    weights_kind = trainer.save_run(model_args.merge_adapter, model_args.base_model_hub_id)
-    trainer.create_model_card(
-        metrics=metrics,
-        dataset=dataset_info,
-        example=next(iter(evaluation_sets.values()))[0],
-        weights_kind=weights_kind,
-        base_model=None if model_args.scratch_model else model_args.base_model_hub_id or model_args.name,
-        license=script_args.card_license,
-        selection=selection.summary() if selection is not None else None,
-    )
-    if push_to_hub:
-        url = trainer.push_to_hub()
-        if url:
-            logger.info("pushed %s to %s", training_args.output_dir, url)
-    trainer.end_processes()  # left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT)
+        if push_to_hub:
+            url = trainer.push_to_hub()
+            if url:
+                logger.info("pushed %s to %s", training_args.output_dir, url)
     return metrics
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        main(*parse_args())
-    except (ValueError, PushError) as error:
-        sys.exit(f"error: {error}")
+    run_main(main, parse_args, errors=(ValueError, PushError))

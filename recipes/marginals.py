@@ -10,27 +10,26 @@ Examples (from the repository root)::
         --seed 1 --output_dir outputs/marginals/k20_s1
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option). Sequences are the study's
-``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (:mod:`hf_icot.answer_only`); training is
+``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (``recipes/marginals_layout.py``); training is
 the plain ``transformers.Trainer`` (there is no chain of thought to remove). The run folder holds the model
-(safetensors), ``log_history.json`` (training loss every ``logging_steps``), ``diagnostics.csv`` (one row every
+(safetensors), ``training_log.json`` (training loss every ``logging_steps``), ``diagnostics.csv`` (one row every
 ``diagnostics_interval`` steps) and ``run.json`` (the task, sizes, log K and τ). ``results/marginals/make_results.py``
 turns run folders into tables and plots.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from transformers import TrainerCallback, TrainingArguments
+from transformers import TrainerCallback
 
-from hf_icot.arguments import _mapping
-from hf_icot.config import parse_config
+from hf_icot.training.command_line import parse_config, parse_mapping
+from hf_icot.training.config import RunArguments
+from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("marginals")
 
@@ -81,8 +80,8 @@ class MarginalsArguments:
     )
 
     def __post_init__(self) -> None:
-        self.task_args = _mapping("--task_args", self.task_args) or {}
-        self.scratch_model = {**STUDY_MODEL, **(_mapping("--scratch_model", self.scratch_model) or {})}
+        self.task_args = parse_mapping("task_args", self.task_args) or {}
+        self.scratch_model = {**STUDY_MODEL, **(parse_mapping("scratch_model", self.scratch_model) or {})}
         if self.diagnostics_interval < 1:
             raise ValueError(f"diagnostics_interval={self.diagnostics_interval} is not allowed; it must be >= 1.")
         if self.hessian_interval < 0:
@@ -126,59 +125,19 @@ def diagnostic_rows(encoded: Any, n_examples: int, k: int) -> Any:
     return encoded.filter(lambda row: row["group"] in wanted, desc="diagnostic bases")
 
 
-def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str, Any]:
-    """Train one run of the study and write its folder (see the module docstring); returns ``run.json``'s content.
-
-    Raises:
-        ValueError: bad input (one sentence saying what to change), before any training.
-    """
-    from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, Trainer, set_seed
-
-    from datasets_builder import build_dataset
-    from hf_icot.answer_only import answer_only_tokenizer, encode_answer_only
-    from hf_icot.diagnostics import LearningDynamicsCallback
-    from hf_icot.loading import scratch_config
-
-    set_seed(training_args.seed)
-    # Step 1: the task, its tokenizer and the study's layout.
-    dataset, dataset_info = build_dataset("ambiguity", args.task_args)
-    tokenizer = answer_only_tokenizer(dataset)
-    train = encode_answer_only(dataset["train"], tokenizer)
+def run_record(
+    args: MarginalsArguments,
+    training_args: Any,
+    dataset_info: dict,
+    train: Any,
+    tau: int | None,
+    steps: int,
+    model: Any,
+) -> dict[str, Any]:
+    """``run.json``: the task and its sizes, log K, τ, the optimiser, the steps trained, the model and the
+    diagnostics' settings."""
     k = len(train) // len(set(train["group"]))
-
-    # Step 2: the model from scratch; Step 3: train with the diagnostics on a fixed set of whole bases.
-    model = AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer))
-    diagnostics = LearningDynamicsCallback(
-        model,
-        diagnostic_rows(train, args.diagnostic_examples, k),
-        pad_token_id=tokenizer.pad_token_id,
-        interval=args.diagnostics_interval,
-        measurements=args.measurements,
-        hessian_interval=args.hessian_interval or None,
-        csv_path=os.path.join(training_args.output_dir, "diagnostics.csv"),
-        group_accuracy_path=os.path.join(training_args.output_dir, "group_accuracy.csv"),
-        seed=training_args.seed,
-    )
-    threshold = args.tau_fraction * math.log(k)
-    callbacks = [diagnostics]
-    if args.stop_after_tau is not None and "candidate_loss" in args.measurements:
-        callbacks.append(
-            StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval)
-        )
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=train.select_columns(["input_ids", "labels"]),
-        data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100),
-        processing_class=tokenizer,
-        callbacks=callbacks,
-    )
-    diagnostics.trainer = trainer
-    trainer.train()
-
-    # Step 4: τ from the candidate-loss series, the run's record and the model.
-    tau = transition_step(diagnostics.rows, threshold) if "candidate_loss" in args.measurements else None
-    record = {
+    return {
         "task": {"config": dataset_info["config"], **args.task_args},
         "k": k,
         "n_bases": len(set(train["group"])),
@@ -189,28 +148,76 @@ def main(args: MarginalsArguments, training_args: TrainingArguments) -> dict[str
         "learning_rate": training_args.learning_rate,
         "batch_size": training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps,
         "seed": training_args.seed,
-        "max_steps": trainer.state.global_step,
+        "max_steps": steps,
         "model": {**args.scratch_model, "parameters": model.num_parameters()},
         "diagnostics": asdict(args),
     }
-    if args.final_head_ablation:
-        from hf_icot.diagnostics import head_ablation
 
-        increases = head_ablation(model, diagnostics.examples, pad_token_id=tokenizer.pad_token_id)
-        with open(os.path.join(training_args.output_dir, "ablation.json"), "w", encoding="utf-8") as stream:
-            json.dump({mode: array.tolist() for mode, array in increases.items()}, stream, indent=1)
-    trainer.save_model()
-    with open(os.path.join(training_args.output_dir, "log_history.json"), "w", encoding="utf-8") as stream:
-        json.dump(trainer.state.log_history, stream, indent=1)
-    with open(os.path.join(training_args.output_dir, "run.json"), "w", encoding="utf-8") as stream:
-        json.dump(record, stream, indent=2, default=str)
-    logger.info("K=%d D=%d tau=%s", k, len(train), tau)
+
+def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any]:
+    """Train one run of the study and write its folder (see the module docstring); returns ``run.json``'s content.
+
+    Raises:
+        ValueError: bad input (one sentence saying what to change), before any training.
+    """
+    from marginals_layout import answer_only_tokenizer, encode_answer_only
+    from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq
+
+    from datasets_builder import build_dataset
+    from hf_icot.diagnostics import LearningDynamicsCallback
+    from hf_icot.modeling.loading import scratch_config
+    from hf_icot.publishing.run_files import TRAINING_LOG_FILE
+    from hf_icot.training.checkpoints import CheckpointedTrainer
+    from hf_icot.training.recipe import RecipeRun
+
+    with RecipeRun(training_args) as run:
+        # Step 1: the task, its tokenizer and the study's layout.
+        dataset, dataset_info = build_dataset("ambiguity", args.task_args)
+        tokenizer = answer_only_tokenizer(dataset)
+        train = encode_answer_only(dataset["train"], tokenizer)
+        k = len(train) // len(set(train["group"]))
+
+        # Step 2: the model from scratch; Step 3: train with the diagnostics on a fixed set of whole bases.
+        model = AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer))
+        diagnostics = LearningDynamicsCallback(
+            model,
+            diagnostic_rows(train, args.diagnostic_examples, k),
+            pad_token_id=tokenizer.pad_token_id,
+            interval=args.diagnostics_interval,
+            measurements=args.measurements,
+            hessian_interval=args.hessian_interval or None,
+            csv_path=os.path.join(training_args.output_dir, "diagnostics.csv"),
+            group_accuracy_path=os.path.join(training_args.output_dir, "group_accuracy.csv"),
+            seed=training_args.seed,
+        )
+        threshold = args.tau_fraction * math.log(k)
+        callbacks = [diagnostics]
+        if args.stop_after_tau is not None and "candidate_loss" in args.measurements:
+            callbacks.append(
+                StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval)
+            )
+        trainer = run.track(CheckpointedTrainer(
+            model=model, args=training_args, train_dataset=train.select_columns(["input_ids", "labels"]),
+            data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100), processing_class=tokenizer,
+            callbacks=callbacks,
+        ))  # fmt: skip
+        diagnostics.trainer = trainer
+        trainer.train(resume_from_checkpoint=run.resume_from)
+
+        # Step 4: τ from the candidate-loss series, the run's record and the model.
+        tau = transition_step(diagnostics.rows, threshold) if "candidate_loss" in args.measurements else None
+        record = run_record(args, training_args, dataset_info, train, tau, trainer.state.global_step, model)
+        records = {TRAINING_LOG_FILE: trainer.state.log_history}
+        if args.final_head_ablation:
+            from hf_icot.diagnostics import head_ablation
+
+            increases = head_ablation(model, diagnostics.examples, pad_token_id=tokenizer.pad_token_id)
+            records["ablation.json"] = {mode: array.tolist() for mode, array in increases.items()}
+        trainer.save_model()
+        run.write_records({**records, "run.json": record})
+        logger.info("K=%d D=%d tau=%s", k, len(train), tau)
     return record
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        main(*parse_config((MarginalsArguments, TrainingArguments)))
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    run_main(main, lambda: parse_config((MarginalsArguments, RunArguments)))

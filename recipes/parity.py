@@ -13,24 +13,23 @@ Examples (from the repository root)::
     python recipes/parity.py --config recipes/configs/parity_mlp_mixture.yaml
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option; the same flags as
-``recipes/icot_gpt2.py``). The model is ``--scratch_model`` with a ``model_type`` of :mod:`hf_icot.models`
-(``log_icot_parity``, ``linear_attention_parity``, ``parity_mlp``) or any causal LM family (``gpt2``). The theory
-models round their attention weights (:class:`hf_icot.models.RoundingCallback`: A to integers after every step, B to
-halves at every stage end); every causal-LM run logs teacher-forced answer accuracy every ``eval_steps``
+``recipes/icot_gpt2.py``, resume included). The model is ``--scratch_model`` with a ``model_type`` of
+:mod:`hf_icot.modeling.theory` (``log_icot_parity``, ``linear_attention_parity``, ``parity_mlp``: trained by
+``recipes/parity_mlp.py``) or any causal LM family (``gpt2``). The theory
+models round their attention weights (:class:`hf_icot.modeling.theory.RoundingCallback`: A to integers after every
+step, B to halves at every stage end); every causal-LM run logs teacher-forced answer accuracy every ``eval_steps``
 (:mod:`hf_icot.diagnostics.answer_accuracy`). The run folder holds what ``icot_gpt2.py`` leaves plus ``stages.json``;
 ``results/parity/make_results.py`` turns run folders into tables and plots.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import sys
 from typing import Any
 
-from hf_icot.arguments import ModelArguments, ScriptArguments
-from hf_icot.config import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.training.arguments import ModelArguments, ScriptArguments
+from hf_icot.training.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("parity")
 
@@ -44,76 +43,60 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     Raises:
         ValueError: bad input (one sentence saying what to change), before any training.
     """
-    from transformers import set_seed
-
-    from hf_icot.config import schedule_from_config
-    from hf_icot.data import load_run_data, run_splits
+    from datasets_builder import build_dataset
     from hf_icot.diagnostics.answer_accuracy import AnswerAccuracyCallback
-    from hf_icot.loading import load_model_and_tokenizer
-    from hf_icot.models import RoundingCallback, check_parity_data
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.modeling.loading import load_model_for_run
+    from hf_icot.modeling.theory import RoundingCallback, check_parity_data
+    from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
+    from hf_icot.training.config import schedule_from_config
+    from hf_icot.training.recipe import RecipeRun
+    from hf_icot.training.trainer import ICoTTrainer
 
-    set_seed(training_args.seed)
-    schedule = schedule_from_config(training_args)
-    model_type = (model_args.scratch_model or {}).get("model_type", "gpt2")
+    with RecipeRun(training_args) as run:
+        schedule = schedule_from_config(training_args)
+        model_type = (model_args.scratch_model or {}).get("model_type", "gpt2")
+        # Step 1: data, built on the fly or loaded, checked against the theory model's (n, k).
+        data = run.load_data(script_args, build=build_dataset)
+        check_parity_data(model_type, model_args.scratch_model or {}, data.train)
 
-    # Step 1: data, built on the fly or loaded.
-    if script_args.task is not None:
-        from datasets_builder import build_dataset
+        if model_type == "parity_mlp":  # not a causal LM: the plain Trainer (recipes/parity_mlp.py)
+            from parity_mlp import train_parity_mlp
 
-        dataset, dataset_info = build_dataset(script_args.task, script_args.task_args)
-    else:
-        dataset, dataset_info = load_run_data(script_args.dataset_name_or_path, script_args.dataset_config)
-    train, evaluation_sets = run_splits(
-        dataset, script_args.eval_splits, script_args.max_train_examples, script_args.max_eval_examples
-    )
-    dataset_info["splits"] = {name: len(split) for name, split in dataset.items()}
-    check_parity_data(model_type, model_args.scratch_model or {}, train)
+            metrics, trainer = train_parity_mlp(
+                training_args, schedule, model_args.scratch_model, data.train, data.evaluation_sets, run.resume_from
+            )
+            trainer.save_model(training_args.output_dir)
+            run.write_records({TRAINING_LOG_FILE: trainer.state.log_history, EVAL_RESULTS_FILE: metrics})
+            return metrics
 
-    # The MLP is not a causal LM: it trains through the plain Trainer (hf_icot.models.parity_mlp).
-    if model_type == "parity_mlp":
-        from hf_icot.models.parity_mlp import train_parity_mlp
+        # Step 2: model and tokenizer (word-level, with the placeholder), rounding for the theory models.
+        model, tokenizer = load_model_for_run(model_args, schedule.layout, data.dataset)
+        callbacks = []
+        if model_type in ROUNDING:
+            grid, at = ROUNDING[model_type]
+            callbacks.append(RoundingCallback(grid=grid, at=at, schedule=schedule))
 
-        return train_parity_mlp(training_args, schedule, model_args.scratch_model, train, evaluation_sets)
+        # Step 3: train with the curriculum, measuring answer accuracy (stage layout and no CoT) as it goes.
+        trainer = run.track(ICoTTrainer(model=model, args=training_args, train_dataset=data.train,
+                                        eval_dataset=data.evaluation_sets.get("validation"),
+                                        processing_class=tokenizer, schedule=schedule,
+                                        callbacks=callbacks))  # fmt: skip
+        trainer.add_callback(AnswerAccuracyCallback(trainer, every=int(training_args.eval_steps or 100)))
+        trainer.train(resume_from_checkpoint=run.resume_from)
 
-    # Step 2: model and tokenizer (word-level, with the placeholder), rounding for the theory models.
-    model, tokenizer = load_model_and_tokenizer(model_args, schedule.layout, dataset)
-    callbacks = []
-    if model_type in ROUNDING:
-        grid, at = ROUNDING[model_type]
-        callbacks.append(RoundingCallback(grid=grid, at=at, schedule=schedule))
-
-    # Step 3: train with the curriculum, measuring answer accuracy (stage layout and no CoT) as it goes.
-    trainer = ICoTTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train,
-        eval_dataset=evaluation_sets.get("validation"),
-        processing_class=tokenizer,
-        schedule=schedule,
-        callbacks=callbacks,
-    )
-    trainer.add_callback(AnswerAccuracyCallback(trainer, every=int(training_args.eval_steps or 100)))
-    trainer.train()
-
-    # Step 4: implicit and explicit generation on every evaluation split; Step 5: model, curves, card, stages.
-    metrics = trainer.evaluate_splits(evaluation_sets)
-    weights_kind = trainer.save_run()
-    trainer.create_model_card(
-        metrics=metrics,
-        dataset=dataset_info,
-        example=next(iter(evaluation_sets.values()))[0],
-        weights_kind=weights_kind,
-        license=script_args.card_license,
-    )
-    with open(os.path.join(training_args.output_dir, "stages.json"), "w", encoding="utf-8") as stream:
-        json.dump(trainer.schedule.describe(trainer.state.max_steps), stream, indent=2, default=str)
+        # Step 4: implicit and explicit generation on every evaluation split; Step 5: model, curves, card, stages.
+        metrics = trainer.evaluate_splits(data.evaluation_sets)
+        weights_kind = trainer.save_run()
+        trainer.create_model_card(
+            metrics=metrics,
+            dataset=data.info,
+            example=next(iter(data.evaluation_sets.values()))[0],
+            weights_kind=weights_kind,
+            license=script_args.card_license,
+        )
+        run.write_records({STAGES_FILE: run.stages(trainer)})
     return metrics
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        main(*parse_args())
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    run_main(main, parse_args)

@@ -18,7 +18,7 @@ here is ours (results/semiautomata/README.md states every choice). Examples (fro
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option; the same flags as
 ``recipes/icot_gpt2.py``). ``--scratch_model`` takes GPT-2 fields, plus ``depth`` and ``param_budget``: the width is
-then chosen by :func:`hf_icot.model_sizing.width_for_budget` so that the real parameter count is within 5% of the
+then chosen by :func:`hf_icot.modeling.sizing.width_for_budget` so that the real parameter count is within 5% of the
 budget (``width_step``: widths are its multiples; default ``n_head``). Besides what ``icot_gpt2.py`` leaves, the run
 folder holds ``model_size.json`` (depth, width, budget, real count), ``schedule.json``, ``stages.json``,
 ``stage_metrics.json`` (the generation accuracy at the end of every curriculum stage, on ``--generation_eval_examples``
@@ -30,15 +30,13 @@ for the analysis.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import sys
 from collections import Counter
 from typing import Any
 
-from hf_icot.arguments import ModelArguments, ScriptArguments
-from hf_icot.config import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.training.arguments import ModelArguments, ScriptArguments
+from hf_icot.training.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("semiautomata")
 
@@ -54,7 +52,7 @@ def size_model(fields: dict[str, Any], vocab_size: int) -> tuple[dict[str, Any],
         ValueError: a family other than GPT-2 with a budget, ``depth`` and ``n_layer`` both given, a budget without a
             depth, or a budget too small for the depth (one sentence naming both).
     """
-    from hf_icot.model_sizing import width_for_budget
+    from hf_icot.modeling.sizing import width_for_budget
 
     fields = dict(fields)
     depth, budget, step = (fields.pop(key, None) for key in SIZING_KEYS)
@@ -88,94 +86,65 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         ValueError: bad input (an unknown automaton or split, a budget too small for the depth, …), one sentence
             saying what to change, before any training.
     """
-    from transformers import set_seed
-
-    from hf_icot.config import schedule_from_config
-    from hf_icot.data import load_run_data, run_splits
+    from datasets_builder import build_dataset
+    from hf_icot.data.tokenization import build_word_level_tokenizer
     from hf_icot.diagnostics.probes import state_probe_map
-    from hf_icot.loading import load_model_and_tokenizer, longest_hint
-    from hf_icot.run_folder import prepare_run_folder
-    from hf_icot.runtime import use_all_cpu_threads
-    from hf_icot.tokenization import build_word_level_tokenizer
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.modeling.loading import load_model_for_run, longest_hint
+    from hf_icot.publishing.run_files import STAGES_FILE
+    from hf_icot.training.config import schedule_from_config
+    from hf_icot.training.recipe import RecipeRun
+    from hf_icot.training.trainer import ICoTTrainer
 
-    use_all_cpu_threads(on_cpu=training_args.device.type == "cpu")
     if script_args.task is not None and script_args.task != TASK:
         raise ValueError(f"--task {script_args.task!r} is not this study's; semiautomata.py trains on --task {TASK}.")
     if model_args.scratch_model is None:
         raise ValueError("semiautomata.py trains models from scratch; give --scratch_model (GPT-2 fields).")
-    resume_from = prepare_run_folder(training_args)  # before any work: never over another run by accident
-    set_seed(training_args.seed)
-    schedule = schedule_from_config(training_args)
+    with RecipeRun(training_args) as run:
+        schedule = schedule_from_config(training_args)
+        # Step 1: data, built on the fly (the automaton, T, the OOD laws come from --task_args) or loaded.
+        data = run.load_data(script_args, build=build_dataset)
 
-    # Step 1: data, built on the fly (the automaton, T, the OOD laws come from --task_args) or loaded.
-    if script_args.task is not None:
-        from datasets_builder import build_dataset
+        # Step 2: the model at its depth and parameter budget (the count needs the vocabulary of the run's tokenizer).
+        hints = longest_hint(schedule.layout, data.dataset["train"])
+        vocab = len(build_word_level_tokenizer(data.dataset, max_hint_length=hints))
+        model_args.scratch_model, sizing = size_model(model_args.scratch_model, vocab)
+        model, tokenizer = load_model_for_run(model_args, schedule.layout, data.dataset)
+        sizing = {**sizing, "n_layer": model.config.n_layer, "n_embd": model.config.n_embd}
+        sizing["parameters"] = model.num_parameters()  # the built model's own count (equal to the helper's)
+        # The probes' control: early steps have few distinct prefixes, which even an untrained model separates.
+        probe_split = data.evaluation_sets.get("test", next(iter(data.evaluation_sets.values())))
+        probes_at_init = state_probe_map(model, tokenizer, probe_split, seed=training_args.seed)
 
-        dataset, dataset_info = build_dataset(TASK, script_args.task_args)
-    else:
-        dataset, dataset_info = load_run_data(script_args.dataset_name_or_path, script_args.dataset_config)
-    train, evaluation_sets = run_splits(
-        dataset, script_args.eval_splits, script_args.max_train_examples, script_args.max_eval_examples
-    )
-    dataset_info["splits"] = {name: len(split) for name, split in dataset.items()}
+        # Step 3: train; every stage end measures generation accuracy on each evaluation split (implicit, explicit).
+        trainer = run.track(ICoTTrainer(model=model, args=training_args, train_dataset=data.train,
+                                        eval_dataset=data.evaluation_sets, processing_class=tokenizer,
+                                        schedule=schedule))  # fmt: skip
+        trainer.train(resume_from_checkpoint=run.resume_from)
 
-    # Step 2: the model at its depth and parameter budget (the count needs the vocabulary of the run's tokenizer).
-    vocab = len(build_word_level_tokenizer(dataset, max_hint_length=longest_hint(schedule.layout, dataset["train"])))
-    model_args.scratch_model, sizing = size_model(model_args.scratch_model, vocab)
-    model, tokenizer = load_model_and_tokenizer(model_args, schedule.layout, dataset)
-    sizing = {**sizing, "n_layer": model.config.n_layer, "n_embd": model.config.n_embd}
-    sizing["parameters"] = model.num_parameters()  # the built model's own count (equal to the helper's)
-    # The probes' control: early steps have few distinct prefixes, which even an untrained model separates linearly.
-    probe_split = evaluation_sets.get("test", next(iter(evaluation_sets.values())))
-    probes_at_init = state_probe_map(model, tokenizer, probe_split, seed=training_args.seed)
+        # Step 4: every split in implicit, explicit and the hint modes; Step 5: where the states are (linear probes).
+        metrics = trainer.evaluate_splits(data.evaluation_sets)
+        probes = state_probe_map(trainer.model, tokenizer, probe_split, seed=training_args.seed)
+        probes["accuracy_at_init"] = probes_at_init["accuracy"]
 
-    # Step 3: train; every stage end measures generation accuracy on each evaluation split (implicit, explicit).
-    trainer = ICoTTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train,
-        eval_dataset=evaluation_sets,
-        processing_class=tokenizer,
-        schedule=schedule,
-    )
-    trainer.train(resume_from_checkpoint=resume_from)
-
-    # Step 4: every split in implicit, explicit and the hint modes; Step 5: where the states are (linear probes).
-    metrics = trainer.evaluate_splits(evaluation_sets)
-    probes = state_probe_map(trainer.model, tokenizer, probe_split, seed=training_args.seed)
-    probes["accuracy_at_init"] = probes_at_init["accuracy"]
-
-    # Step 6: model, curves, card; the study's own records beside them.
-    weights_kind = trainer.save_run()
-    trainer.create_model_card(
-        metrics=metrics,
-        dataset=dataset_info,
-        example=next(iter(evaluation_sets.values()))[0],
-        weights_kind=weights_kind,
-        license=script_args.card_license,
-    )
-    if trainer.is_world_process_zero():
-        records = {
-            "model_size.json": sizing,
-            "stages.json": trainer.schedule.describe(trainer.state.max_steps),
-            "stage_metrics.json": {str(stage): values for stage, values in trainer.stage_metrics.items()},
-            "probes.json": probes,
-            "task_args.json": script_args.task_args or {},
-            "schedule.json": trainer.schedule.to_dict(),
-            # chance for an answer-only guesser: the most frequent final state of each split
-            "splits.json": {name: majority_share(split["answer"]) for name, split in evaluation_sets.items()},
-        }
-        for name, record in records.items():
-            with open(os.path.join(training_args.output_dir, name), "w", encoding="utf-8") as stream:
-                json.dump(record, stream, indent=2, default=str)
-    trainer.end_processes()
+        # Step 6: model, curves, card; the study's own records beside them.
+        weights_kind = trainer.save_run()
+        example = next(iter(data.evaluation_sets.values()))[0]
+        trainer.create_model_card(metrics=metrics, dataset=data.info, example=example, weights_kind=weights_kind,
+                                  license=script_args.card_license)  # fmt: skip
+        run.write_records(
+            {
+                "model_size.json": sizing,
+                STAGES_FILE: run.stages(trainer),
+                "stage_metrics.json": {str(stage): values for stage, values in trainer.stage_metrics.items()},
+                "probes.json": probes,
+                "task_args.json": script_args.task_args or {},
+                "schedule.json": trainer.schedule.to_dict(),
+                # chance for an answer-only guesser: the most frequent final state of each split
+                "splits.json": {name: majority_share(split["answer"]) for name, split in data.evaluation_sets.items()},
+            }
+        )
     return metrics
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    try:
-        main(*parse_args())
-    except ValueError as error:
-        sys.exit(f"error: {error}")
+    run_main(main, parse_args)

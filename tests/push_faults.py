@@ -1,4 +1,4 @@
-"""The push faults both pushes (``python -m hf_icot.hub push`` for models, ``python -m datasets_builder push`` for
+"""The push faults both pushes (``python -m hf_icot.publishing.hub push`` for models, ``python -m datasets_builder push`` for
 datasets) are tested against, and what huggingface_hub 2.4 itself does about each one.
 
 huggingface_hub sends the pre-upload call, the LFS batch call and the LFS PUT through ``http_backoff``, which retries
@@ -38,7 +38,7 @@ class PushFault:
 
     ``status`` None drops the connection half-way through the request. ``tries`` is how many requests the client
     sends to ``endpoint`` in one push before giving up, ``waits`` what it sleeps between them, and ``reason`` a regex
-    of the clause :func:`hf_icot.hub.describe_push_failure` gives (``{url}`` is the Hub's address).
+    of the clause :func:`hf_icot.publishing.hub.describe_push_failure` gives (``{url}`` is the Hub's address).
     """
 
     name: str

@@ -116,7 +116,8 @@ def peak_memory_gib(options) -> float:
 def bare_loop(options, precision: str, batch_size: int, rows, eos: int, steps: int, trial: bool = False) -> dict:
     """The least a stepwise-ICoT step costs: truncation by tensor ops on the device, forward, backward, clip, step.
     ``trial``: only ``steps`` untimed steps, for the peak memory."""
-    from hf_icot.schedules import Stepwise, smoothing_offset_probabilities
+    from hf_icot.curriculum import Stepwise
+    from hf_icot.curriculum.removal import smoothing_offset_probabilities
 
     device = options.device
     model = make_model(options, eos).to(device)
@@ -181,8 +182,8 @@ def trainer_loop(options, precision: str, batch_size: int, prepared, tokenizer, 
 
     from transformers import TrainerCallback
 
-    from hf_icot.config import ICoTConfig
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.training.config import ICoTConfig
+    from hf_icot.training.trainer import ICoTTrainer
 
     marks: dict[str, float] = {}
     counts = {"nonpad": 0, "total": 0}
@@ -281,8 +282,8 @@ def main() -> None:
         torch.backends.cudnn.allow_tf32 = options.tf32
     began = time.perf_counter()
     tokenizer, train, rows = build(options)
-    from hf_icot.collator import ICoTCollator
-    from hf_icot.layout import SequenceLayout
+    from hf_icot.curriculum.layout import SequenceLayout
+    from hf_icot.data.collator import ICoTCollator
 
     layout = SequenceLayout(sequence_format="reference")
     prepared, _ = ICoTCollator(tokenizer, layout).prepare_dataset(train, layout=layout)

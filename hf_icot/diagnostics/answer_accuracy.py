@@ -1,7 +1,8 @@
 """Teacher-forced answer accuracy during training: in the current stage's layout, and with every CoT token removed.
 
-:class:`AnswerAccuracyCallback` logs, every ``every`` steps, the fraction of evaluation examples whose answer token
-is the model's argmax at the position before it (teacher forcing: one forward pass, no generation):
+:class:`AnswerAccuracyCallback` logs, every ``every`` steps, the fraction of evaluation examples whose answer tokens
+are all the model's argmax at the position before each (teacher forcing: one forward pass, no generation;
+:func:`hf_icot.evaluation.teacher_forced.answer_accuracy`):
 
 * ``eval_answer_acc_stage`` — the sequence laid out as the curriculum has it at this step;
 * ``eval_answer_acc_no_cot`` — every CoT unit removed with the run's fill (placeholders under ``pad``, dropped
@@ -10,44 +11,21 @@ is the model's argmax at the position before it (teacher forcing: one forward pa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-import torch
 from transformers import TrainerCallback
 
 from hf_icot.cot import TruncationSpec
-from hf_icot.runtime import log_from_callback
-
-
-@torch.no_grad()
-def answer_accuracy(model: Any, collator: Any, examples: Sequence[dict], specs: Sequence[TruncationSpec]) -> float:
-    """Teacher-forced answer accuracy of ``model`` on prepared ``examples`` rendered with ``specs``.
-
-    The answer token is the last labelled token but one (``... #### answer <eos>``), predicted at the position before.
-    """
-    was_training = model.training
-    model.eval()
-    batch = collator.render(examples, specs)
-    device = next(model.parameters()).device
-    inputs = {name: value.to(device) for name, value in batch.items() if name != "labels"}
-    logits = model(**inputs).logits  # (B, S, V)
-    labels = batch["labels"].to(device)
-    labelled = (labels != -100).long()
-    last = labelled.shape[1] - 1 - labelled.flip(1).argmax(1)  # (B,) the final <eos>
-    rows = torch.arange(len(examples), device=device)
-    answer = labels[rows, last - 1]
-    predicted = logits[rows, last - 2].argmax(-1)
-    model.train(was_training)
-    return (predicted == answer).float().mean().item()
+from hf_icot.evaluation.teacher_forced import answer_accuracy
+from hf_icot.training.runtime import log_from_callback
 
 
 class AnswerAccuracyCallback(TrainerCallback):
     """Log teacher-forced answer accuracy every ``every`` steps (see the module docstring).
 
     Args:
-        trainer: the :class:`hf_icot.trainer.ICoTTrainer` (its schedule, collator and prepared evaluation set).
-        every: steps between measurements (>= 1).
+        trainer: the :class:`hf_icot.training.trainer.ICoTTrainer` (its schedule, collator and prepared evaluation
+        set). every: steps between measurements (>= 1).
         examples: how many evaluation examples (the first ones) to use.
 
     Raises:

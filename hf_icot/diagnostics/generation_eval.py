@@ -20,16 +20,16 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hf_icot.runtime import log_from_callback
+from hf_icot.training.runtime import log_from_callback
 
 
 class GenerationEvalCallback(TrainerCallback):
     """Log generation exact match every ``every`` steps and optionally stop once it reaches a bar (see the module).
 
     Args:
-        trainer: the :class:`hf_icot.trainer.ICoTTrainer` (its model, tokenizer, layout and evaluation set).
+        trainer: the :class:`hf_icot.training.trainer.ICoTTrainer` (its model, tokenizer, layout and evaluation set).
         every: optimizer steps between measurements (>= 1); the last step is always measured.
-        modes: generation modes (:func:`hf_icot.evaluation.parse_mode` names).
+        modes: generation modes (:func:`hf_icot.evaluation.prompts.parse_mode` names).
         examples: how many evaluation examples (the first ones) to generate for; None: all.
         stop_at: stop training once ``stop_mode``'s answer exact match is >= this, in (0, 1]; None: never.
         stop_mode: the mode ``stop_at`` reads; must be one of ``modes``.
@@ -48,7 +48,7 @@ class GenerationEvalCallback(TrainerCallback):
         stop_at: float | None = None,
         stop_mode: str = "implicit",
     ) -> None:
-        from hf_icot.evaluation import parse_mode  # the evaluation module owns the mode names
+        from hf_icot.evaluation.prompts import parse_mode  # the evaluation module owns the mode names
 
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"generation evaluation every={every!r} steps is not allowed; use an integer >= 1.")

@@ -19,6 +19,9 @@ given, else into ``state.log_history``; one CSV row per measured step (column ``
 set. Measurements run with dropout off and leave the model's mode, its attention implementation, its gradients and
 the global random state as they were, so training follows the same trajectory with the callback as without. With
 no measurement enabled the callback runs nothing. Under several processes only the main one measures and writes.
+
+The rows measured so far ride in each checkpoint (an ``ExportableState``): a run resumed from step ``s`` continues
+with the rows up to ``s`` and rewrites its CSV files from them, so its rows and files are the uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -29,15 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ExportableState
 
 from hf_icot.diagnostics import ablation, attention, candidates, hessian, z_shuffle
 from hf_icot.diagnostics.tokenized import as_rows, require_columns
-from hf_icot.runtime import log_from_callback
+from hf_icot.training.runtime import log_from_callback
 
 MEASUREMENTS = ("z_shuffle_gap", "candidate_loss", "group_accuracy", "selector_attention", "head_ablation")
 
 
-class LearningDynamicsCallback(TrainerCallback):
+class LearningDynamicsCallback(TrainerCallback, ExportableState):
     """Measure the learning dynamics on fixed examples during training (see the module docstring).
 
     Args:
@@ -60,7 +64,7 @@ class LearningDynamicsCallback(TrainerCallback):
         ablation_modes: any of ``"zero"``, ``"mean"``.
         solved_threshold: a group counts as solved at this accuracy or above.
         csv_path: CSV file for one row per measured step; None for none. A run starting at step 0 overwrites it,
-            a resumed run appends to it.
+            a resumed run rewrites it from the checkpoint's rows and appends to it.
         group_accuracy_path: CSV file for the per-group accuracies (``step`` then one column per group, sorted);
             None for none.
         trainer: when given, values are logged through ``trainer.log``; else appended to ``state.log_history``.
@@ -118,6 +122,7 @@ class LearningDynamicsCallback(TrainerCallback):
         self.group_accuracy_path = Path(group_accuracy_path) if group_accuracy_path is not None else None
         self.seed, self.batch_size = seed, batch_size
         self.rows: list[dict[str, float]] = []  # every measured row, ``step`` included
+        self.group_rows: list[dict[str, float]] = []  # the per-group accuracies of each measured step
         self._last_step: int | None = None
         self._files_started = False
 
@@ -226,18 +231,45 @@ class LearningDynamicsCallback(TrainerCallback):
         self._write(step, values, per_group)
 
     def _write(self, step: int, values: dict[str, float], per_group: list[float]) -> None:
-        # A run from step 0 starts the files afresh; a resumed run continues them.
+        # A run from step 0 starts the files afresh; a resumed run continues the files its restore rewrote.
         mode = "a" if (self._files_started or step > 0) else "w"
         self._files_started = True
         if self.csv_path is not None:
             _append_row(self.csv_path, mode, self.columns, {"step": step, **values})
-        if self.group_accuracy_path is not None and per_group:
+        if per_group:
             row = {"step": step, **dict(zip(self.groups, per_group, strict=True))}
-            _append_row(self.group_accuracy_path, mode, ["step", *self.groups], row)
+            self.group_rows.append(row)
+            if self.group_accuracy_path is not None:
+                _append_row(self.group_accuracy_path, mode, ["step", *self.groups], row)
+
+    # -- checkpoints -----------------------------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        return {"args": {}, "attributes": {"rows": self.rows, "group_rows": self.group_rows}}
+
+    def _restore(self, saved: dict[str, Any], step: int) -> None:
+        """Continue from a checkpoint at ``step``: its rows (those measured after it, before a kill, are dropped)
+        and the CSV files rewritten from them."""
+        self.rows = [row for row in saved.get("rows", []) if row["step"] <= step]
+        self.group_rows = [row for row in saved.get("group_rows", []) if row["step"] <= step]
+        self._last_step = self.rows[-1]["step"] if self.rows else None
+        for path, columns, rows in (
+            (self.csv_path, self.columns, self.rows),
+            (self.group_accuracy_path, ["step", *self.groups], self.group_rows),
+        ):
+            if path is not None and rows:
+                for index, row in enumerate(rows):
+                    _append_row(path, "w" if index == 0 else "a", columns, row)
+        self._files_started = True
 
     # -- trainer events --------------------------------------------------------------------------------------------
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
+        if state.global_step > 0:  # resumed: the measurements up to the checkpoint are its
+            if saved and state.is_world_process_zero:
+                self._restore(saved.get("attributes", {}), state.global_step)
+            return
         if self.enabled:
             self._record(state, model, with_hessian=self.hessian_interval is not None)
 

@@ -208,7 +208,7 @@ def state_probe_map(
         ValueError: no examples, a row without ``cot`` (no probe target), questions of different lengths or not one
             token per symbol, a step outside 1..T or beyond the CoT, or a layer beyond the model.
     """
-    from hf_icot.collator import encode_text
+    from hf_icot.data.encoding import encode_text
 
     examples = list(examples)
     if not examples:

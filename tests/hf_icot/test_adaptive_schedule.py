@@ -9,13 +9,15 @@ import torch
 from safetensors.torch import load_file
 from transformers import TrainerCallback
 
-from hf_icot.adaptive import ANSWER_MASK_KEY, AdaptiveStepwise, answer_token_hits
-from hf_icot.config import ICoTConfig, schedule_from_config
 from hf_icot.cot import truncate
-from hf_icot.model_card import describe_run
-from hf_icot.schedules import schedule_from_dict
-from hf_icot.tokenization import build_word_level_tokenizer
-from hf_icot.trainer import ICoTTrainer
+from hf_icot.curriculum import schedule_from_dict
+from hf_icot.curriculum.adaptive import AdaptiveStepwise
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.evaluation.teacher_forced import answer_token_hits
+from hf_icot.publishing.model_card import describe_run
+from hf_icot.training.answer_accuracy import ANSWER_MASK_KEY
+from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.test_multiprocess import launch_two_processes
 from tests.hf_icot.test_resume import launch, schedule_log
 from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2

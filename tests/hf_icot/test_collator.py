@@ -4,18 +4,11 @@ import datasets
 import pytest
 import torch
 
-from hf_icot.collator import (
-    IGNORE_INDEX,
-    ICoTCollator,
-    PendingExamples,
-    encode_example,
-    encode_prompt,
-    encode_text,
-    split_generation,
-)
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec, example_features, truncate
-from hf_icot.layout import SequenceLayout
-from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.collator import ICoTCollator, PendingExamples
+from hf_icot.data.encoding import IGNORE_INDEX, encode_example, encode_prompt, encode_text, split_generation
+from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 from tests.hf_icot.tiny_task import tiny_bpe_tokenizer
 
 EXAMPLES = [

@@ -6,10 +6,10 @@ import datasets
 import pytest
 import torch
 
-from hf_icot.collator import ICoTCollator
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec, example_features
-from hf_icot.layout import SequenceLayout
-from hf_icot.tokenization import build_word_level_tokenizer
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.collator import ICoTCollator
+from hf_icot.data.tokenization import build_word_level_tokenizer
 from tests.hf_icot.tiny_task import tiny_bpe_tokenizer
 
 WORDS = [f"w{i}" for i in range(12)]

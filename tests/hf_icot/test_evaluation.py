@@ -23,19 +23,13 @@ from transformers import (
 )
 from transformers.modeling_outputs import CausalLMOutput
 
-from hf_icot.collator import encode_example, encode_prompt
 from hf_icot.cot import FULL_COT, truncate
-from hf_icot.evaluation import (
-    default_max_new_tokens,
-    evaluate_generation,
-    evaluate_splits,
-    flatten_split_metrics,
-    gold_cot_text,
-    make_compute_metrics,
-    preprocess_logits_for_metrics,
-)
-from hf_icot.generation import generate_batched
-from hf_icot.layout import SequenceLayout
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.encoding import encode_example, encode_prompt
+from hf_icot.evaluation.exact_match import evaluate_generation, evaluate_generation_splits, flatten_split_metrics
+from hf_icot.evaluation.generation import generate_batched
+from hf_icot.evaluation.prompts import default_max_new_tokens, gold_cot_text, plan_generation
+from hf_icot.evaluation.teacher_forced import make_compute_metrics, preprocess_logits_for_metrics
 
 WORDS = ["<pad>", "<unk>", "<eos>", "####", "+", "*", "(", ")"] + list("0123456789") + [f"<len_{k}>" for k in range(6)]
 FILLER = "("  # what the scripted model writes once its script is spent
@@ -263,13 +257,13 @@ def test_every_split_but_train_is_evaluated_with_flat_keys(scripted, tokenizer):
     splits = DatasetDict(
         {name: Dataset.from_list(EXAMPLES) for name in ("train", "test_ood_p0_9", "validation", "test")}
     )
-    results = evaluate_splits(scripted, tokenizer, splits, modes=("implicit",))
+    results = evaluate_generation_splits(scripted, tokenizer, splits, modes=("implicit",))
     assert list(results) == ["validation", "test", "test_ood_p0_9"]
     flat = flatten_split_metrics(results)
     assert flat["test_ood_p0_9/implicit/answer_em"] == 0.75
     assert {"test/implicit/examples_per_s", "validation/implicit/tokens_per_s"} <= set(flat)
     with pytest.raises(ValueError, match="split 'test_ood' is not in the dataset; it has: train"):
-        evaluate_splits(scripted, tokenizer, splits, splits=["test_ood"])
+        evaluate_generation_splits(scripted, tokenizer, splits, splits=["test_ood"])
 
 
 def test_bad_inputs_are_refused_with_a_clear_message(scripted, tokenizer):
@@ -433,7 +427,7 @@ KEPT = SequenceLayout(fill="keep_position")
 
 
 def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripted, tokenizer):
-    import hf_icot.evaluation as evaluation
+    import hf_icot.evaluation.exact_match as evaluation
 
     seen = {}
 
@@ -446,7 +440,7 @@ def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripte
     expected = [(len(p) - 1, len(" ".join(ex["cot"]).split())) for p, ex in zip(seen["prompts"], EXAMPLES)]
     assert seen["shifts"] == expected and any(shift for _, shift in expected)
     # Explicit prompts run on; only an empty CoT moves (test_reference_evaluation.py generates it).
-    cases = [evaluation.plan_generation(ex, tokenizer, "explicit", KEPT) for ex in EXAMPLES]
+    cases = [plan_generation(ex, tokenizer, "explicit", KEPT) for ex in EXAMPLES]
     assert [(case.position_shift, case.empty_cot_shift) for case in cases] == [(None, n) for _, n in expected]
     # Under a hint, a left removal shifts from the first generated token, a right one from the <eos> after the kept.
     evaluation.evaluate_generation(scripted, tokenizer, EXAMPLES, modes=["hint=2"], layout=KEPT)

@@ -7,7 +7,7 @@ import evaluate
 import pytest
 
 import hf_icot
-from hf_icot.metrics import EXACT_MATCH_PATH, load_exact_match
+from hf_icot.evaluation.metrics import EXACT_MATCH_PATH, load_exact_match
 
 
 def test_loads_offline_by_path_and_counts_matches():

@@ -1,5 +1,5 @@
 """Generation equivalence: on two saved trained models, every mode the evaluation uses generates exactly the tokens
-recorded from the hand-written greedy loop that ``hf_icot.generation`` had before ``model.generate``.
+recorded from the hand-written greedy loop that ``hf_icot.evaluation.generation`` had before ``model.generate``.
 
 The models (``generation_fixture/``, built by ``build_generation_fixture.py``) are 2-layer GPT-2s trained on counting
 questions of 4 to 6 letters with a token mixture, length hints and ``keep_position``, one removing CoT tokens from the
@@ -17,7 +17,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-from hf_icot.generation import generate_batched
+from hf_icot.evaluation.generation import generate_batched
 
 FIXTURE = Path(__file__).resolve().parent / "generation_fixture"
 

@@ -4,10 +4,10 @@ bar that ends training at the first measurement that reaches it."""
 import pytest
 import torch
 
-from hf_icot.config import ICoTConfig
+from hf_icot.data.tokenization import build_word_level_tokenizer
 from hf_icot.diagnostics import GenerationEvalCallback
-from hf_icot.tokenization import build_word_level_tokenizer
-from hf_icot.trainer import ICoTTrainer
+from hf_icot.training.config import ICoTConfig
+from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
 

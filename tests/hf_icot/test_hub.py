@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_icot.hub import is_hub_id
+from hf_icot.publishing.hub import is_hub_id
 
 
 @pytest.mark.parametrize("name", ["gpt2", "openai-community/gpt2", "Qwen/Qwen2.5-0.5B", "user/icot_4x4.v2", "a" * 96])

@@ -4,10 +4,10 @@ batches on every run, and a resumed run continues with the batches of the uninte
 import datasets
 import torch
 
-from hf_icot.config import ICoTConfig
 from hf_icot.cot import example_features
-from hf_icot.tokenization import build_word_level_tokenizer
-from hf_icot.trainer import ICoTTrainer
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.training.config import ICoTConfig
+from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.tiny_task import counting_example, tiny_gpt2
 
 

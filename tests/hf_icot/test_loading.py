@@ -1,4 +1,4 @@
-"""hf_icot.loading and the model/run arguments: scratch models of three families with the data's vocabulary, LoRA's
+"""hf_icot.modeling.loading and the model/run arguments: scratch models of three families with the data's vocabulary, LoRA's
 default and explicit target modules, and the one-sentence errors of each loader."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hf_icot.arguments import ModelArguments, ScriptArguments
 from hf_icot.cot import cot_token_count
-from hf_icot.loading import apply_lora, load_model_and_tokenizer, scratch_config
-from hf_icot.schedules import Mixture, Stepwise
+from hf_icot.curriculum import Mixture, Stepwise
+from hf_icot.modeling.loading import apply_lora, load_model_and_tokenizer, scratch_config
+from hf_icot.training.arguments import ModelArguments, ScriptArguments
 
 TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 16, "validation_size": 4, "test_size": 4, "seed": 0}
 #: The smallest config of each family (a 1-layer, 16-wide model).
@@ -63,7 +63,7 @@ def test_scratch_tokenizer_holds_the_layouts_placeholder_and_hint_tokens(dataset
 
 
 def test_scratch_config_refuses_unknown_families_fields_and_tokenizer_fields(dataset) -> None:
-    from hf_icot.tokenization import build_word_level_tokenizer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
 
     tokenizer = build_word_level_tokenizer(dataset)
     with pytest.raises(ValueError) as caught:
@@ -183,7 +183,7 @@ def test_script_arguments_refuse_bad_values(kwargs: dict, message: str) -> None:
 
 
 def test_push_check_needs_a_repo_id() -> None:
-    from hf_icot.run_outputs import check_push_possible
+    from hf_icot.training.outputs import check_push_possible
 
     for hub_model_id in (None, ""):
         with pytest.raises(ValueError) as caught:
@@ -193,7 +193,7 @@ def test_push_check_needs_a_repo_id() -> None:
 
 def test_merging_an_adapter_under_fsdp_is_refused_before_saving(tmp_path: Path) -> None:
     """FSDP needs several processes; the refusal only reads ``is_fsdp_enabled``, so a stand-in trainer shows it."""
-    from hf_icot.run_outputs import RunOutputsMixin
+    from hf_icot.training.outputs import RunOutputsMixin
 
     trainer = SimpleNamespace(is_fsdp_enabled=True, weights_kind=lambda merge: "merged", args=None)
     with pytest.raises(ValueError) as caught:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from hf_icot.model_sizing import gpt2_formula_count, gpt2_parameter_count, width_for_budget
+from hf_icot.modeling.sizing import gpt2_formula_count, gpt2_parameter_count, width_for_budget
 
 FIELDS = {"n_head": 4, "vocab_size": 30, "n_positions": 48}
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from hf_icot.data.tokenization import build_word_level_tokenizer
 from hf_icot.diagnostics.probes import (
     hidden_states_at,
     linear_probe_accuracy,
     probe_accuracy_map,
     state_probe_map,
 )
-from hf_icot.tokenization import build_word_level_tokenizer
 
 
 def test_a_linearly_encoded_state_decodes_and_a_random_one_is_at_chance() -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hf_icot.collator import ICoTCollator, encode_prompt, reference_answer
 from hf_icot.cot import TruncationSpec, parse_line
-from hf_icot.layout import SequenceLayout
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.collator import ICoTCollator
+from hf_icot.data.encoding import encode_prompt, reference_answer
 from tests.recipes.conftest import save_tiny_gpt2
 
 ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchor-data" / "internalize_cot_step_by_step"
@@ -130,7 +131,7 @@ def test_gsm8k_answers_lose_their_commas_as_in_the_reference(bpe_tokenizer):
 
 
 def test_the_reference_format_needs_a_lone_space_token():
-    from hf_icot.tokenization import build_word_level_tokenizer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
 
     tokenizer = build_word_level_tokenizer([{"question": "1 2", "cot": ["3"], "answer": "4"}])
     with pytest.raises(ValueError, match="lone space"):
@@ -160,7 +161,7 @@ def test_the_reference_format_starts_with_the_bos_a_tokenizer_adds(bpe_tokenizer
 
 
 def test_generation_prompts_sit_where_the_reference_puts_them(bpe_tokenizer):
-    from hf_icot.evaluation import plan_generation
+    from hf_icot.evaluation.prompts import plan_generation
 
     line = anchor_lines(ANCHOR / "4_by_4_mult" / "valid.txt")[0]
     example = parse_line(line)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hf_icot.schedules import Stepwise
+from hf_icot.curriculum import Stepwise
 
 
 def test_pretraining_removes_exactly_remove_start_from_without_offsets():
@@ -22,7 +22,7 @@ def test_pretraining_removes_exactly_remove_start_from_without_offsets():
 
 
 def _config(tmp_path, **overrides):
-    from hf_icot.config import ICoTConfig
+    from hf_icot.training.config import ICoTConfig
 
     values = dict(
         output_dir=str(tmp_path / "run"), per_device_train_batch_size=4, learning_rate=3e-3, report_to="none",
@@ -35,8 +35,8 @@ def _config(tmp_path, **overrides):
 def test_max_len_train_skips_long_batches_counts_them_and_leaves_weights_alone(tmp_path):
     import torch
 
-    from hf_icot.tokenization import build_word_level_tokenizer
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
     train, _ = counting_examples(length=4, n_test=4)  # 12 examples of 13 tokens with the full CoT, 9 without
@@ -58,8 +58,8 @@ def test_max_len_train_skips_long_batches_counts_them_and_leaves_weights_alone(t
 
 
 def test_decay_all_parameters_decays_biases_and_layer_norms_as_the_reference(tmp_path):
-    from hf_icot.tokenization import build_word_level_tokenizer
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
     train, _ = counting_examples(length=4, n_test=4)
@@ -75,7 +75,7 @@ def test_decay_all_parameters_decays_biases_and_layer_norms_as_the_reference(tmp
 
 
 def test_best_epoch_rule_forgets_the_best_while_cot_remains():
-    from hf_icot.model_selection import new_best_epochs
+    from hf_icot.training.selection import new_best_epochs
 
     records = [(0.9, True), (0.2, True), (0.5, False), (0.4, False), (0.5, False), (0.7, False), (0.6, False)]
     # Epochs 0-1 have CoT left: each is the new best (even 0.2 after 0.9); then 0.5 > 0.2, and only 0.7 beats it.
@@ -85,9 +85,9 @@ def test_best_epoch_rule_forgets_the_best_while_cot_remains():
 def test_best_epoch_callback_ends_with_the_selected_epochs_weights(tmp_path, monkeypatch):
     import torch
 
-    from hf_icot.model_selection import BestEpochCallback
-    from hf_icot.tokenization import build_word_level_tokenizer
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.selection import BestEpochCallback
+    from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
     train, test = counting_examples(length=4, n_test=4)  # 3 steps per epoch; no_cot: no CoT in any epoch
@@ -116,7 +116,7 @@ def test_best_epoch_callback_ends_with_the_selected_epochs_weights(tmp_path, mon
 def test_gpt2_positions_widen_with_copies_of_the_last_and_weights_reinitialize(tmp_path):
     import torch
 
-    from hf_icot.loading import reinitialize_weights, widen_positions
+    from hf_icot.modeling.loading import reinitialize_weights, widen_positions
     from tests.hf_icot.tiny_task import tiny_gpt2
 
     model = tiny_gpt2(20, tmp_path / "init", n_layer=1, n_embd=32, n_positions=16)

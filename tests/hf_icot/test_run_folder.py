@@ -1,4 +1,4 @@
-"""hf_icot.run_folder on folders laid out as a killed run leaves them: which checkpoint is complete, which one
+"""hf_icot.training.run_folder on folders laid out as a killed run leaves them: which checkpoint is complete, which one
 ``resume_from_checkpoint=True`` takes, and what a resumed run must share with its checkpoint."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hf_icot.run_folder import (
+from hf_icot.training.run_folder import (
     CHECKPOINT_WRITING,
     checkpoint_problem,
     earlier_run,
@@ -56,7 +56,7 @@ def test_last_complete_checkpoint_skips_later_incomplete_ones_and_says_so(
     (checkpoint(tmp_path, 12) / CHECKPOINT_WRITING).touch()
     checkpoint(tmp_path, 14, state="")
     (tmp_path / "checkpoint-20").write_text("a file, not a checkpoint")
-    with caplog.at_level(logging.WARNING, logger="hf_icot.run_folder"):
+    with caplog.at_level(logging.WARNING, logger="hf_icot.training.run_folder"):
         assert last_complete_checkpoint(tmp_path) == str(good)
     skipped = [record.getMessage() for record in caplog.records]
     assert skipped == [

@@ -7,16 +7,8 @@ import numpy as np
 import pytest
 
 from hf_icot.cot import PLACEHOLDER_TOKEN, truncate
-from hf_icot.schedules import (
-    FullCoT,
-    LogICoT,
-    Mixture,
-    NoCoT,
-    Staged,
-    Stepwise,
-    example_uniforms,
-    schedule_from_dict,
-)
+from hf_icot.curriculum import FullCoT, LogICoT, Mixture, NoCoT, Staged, Stepwise, schedule_from_dict
+from hf_icot.curriculum.base import example_uniforms
 
 TEN_TOKENS = {"question": "q", "cot": ["1 2 3", "4 5", "6 7 8 9 10"], "answer": "a"}
 

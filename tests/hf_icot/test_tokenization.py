@@ -4,7 +4,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from hf_icot.cot import PLACEHOLDER_TOKEN, hint_token
-from hf_icot.tokenization import build_word_level_tokenizer, check_tokenizer_covers, prepare_tokenizer_for_icot
+from hf_icot.data.tokenization import build_word_level_tokenizer, check_tokenizer_covers, prepare_tokenizer_for_icot
 from tests.hf_icot.tiny_task import counting_examples, tiny_bpe_tokenizer, tiny_gpt2
 
 EXAMPLES = [

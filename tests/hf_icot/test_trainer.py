@@ -10,12 +10,13 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, TrainerCallback
 
-from hf_icot.config import ICoTConfig, parse_config
-from hf_icot.evaluation import evaluate_generation
-from hf_icot.layout import SequenceLayout
-from hf_icot.schedules import Mixture
-from hf_icot.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
-from hf_icot.trainer import ICoTTrainer, NonFiniteLossError
+from hf_icot.curriculum import Mixture
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
+from hf_icot.evaluation.exact_match import evaluate_generation
+from hf_icot.training.command_line import parse_config
+from hf_icot.training.config import ICoTConfig
+from hf_icot.training.trainer import ICoTTrainer, NonFiniteLossError
 from tests.hf_icot.tiny_task import counting_examples, tiny_bpe_tokenizer, tiny_gpt2
 
 
@@ -317,8 +318,8 @@ def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
 def test_the_schedule_alone_sets_the_layout_evaluation_follows(tmp_path, monkeypatch):
     # A step mixture with hints passed as a schedule object, with default args (whose removal_unit is unset): hints
     # count whole steps in training, so evaluation must ask for and score whole steps too.
-    import hf_icot.evaluation as evaluation
-    from hf_icot.collator import encode_text
+    import hf_icot.evaluation.exact_match as evaluation
+    from hf_icot.data.encoding import encode_text
 
     train, test = counting_examples(length=4, n_test=4)
     doubled = lambda example: {"cot": [f"{count} {count}" for count in example["cot"]]}  # noqa: E731

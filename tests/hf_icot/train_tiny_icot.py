@@ -31,9 +31,9 @@ from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from hf_icot.config import ICoTConfig  # noqa: E402
-from hf_icot.tokenization import build_word_level_tokenizer  # noqa: E402
-from hf_icot.trainer import ICoTTrainer  # noqa: E402
+from hf_icot.data.tokenization import build_word_level_tokenizer  # noqa: E402
+from hf_icot.training.config import ICoTConfig  # noqa: E402
+from hf_icot.training.trainer import ICoTTrainer  # noqa: E402
 from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2  # noqa: E402
 
 WATCHED_IDS = list(range(6))

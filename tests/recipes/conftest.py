@@ -17,6 +17,10 @@ from tests.hub_server import loopback_hub  # noqa: F401  (a fixture of the push 
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "icot_gpt2.py"
+# A recipe imports its study's own modules (recipes/marginals_layout.py, …) as siblings, which running it as a script
+# (python recipes/x.py, accelerate launch recipes/x.py) puts on sys.path; loaded in-process, the tests put them there.
+if str(REPO / "recipes") not in sys.path:
+    sys.path.insert(0, str(REPO / "recipes"))
 #: 2x2 multiplication: short sequences, so a run of a few steps takes seconds.
 TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 48, "validation_size": 8, "test_size": 8, "seed": 0}
 
@@ -25,6 +29,8 @@ def load_script(path: Path, name: str) -> ModuleType:
     """A script of the repository (a recipe, a results script: not part of a package) as the module ``name``,
     loaded once."""
     if name not in sys.modules:
+        if str(path.parent) not in sys.path:  # its sibling modules, as running it as a script finds them
+            sys.path.insert(0, str(path.parent))
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
@@ -120,15 +126,15 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def capture_saved_model(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Records the model object the recipe hands to ``hf_icot.hub.save_model`` (the trained model in memory)."""
-    import hf_icot.hub
+    """Records the model object the recipe hands to ``hf_icot.publishing.hub.save_model`` (the trained model in memory)."""
+    import hf_icot.publishing.hub
 
     saved: list = []
-    original = hf_icot.hub.save_model
+    original = hf_icot.publishing.hub.save_model
 
     def recording_save_model(model, *args, **kwargs):
         saved.append(copy.deepcopy(model))  # before saving: merging changes a PEFT model in place
         return original(model, *args, **kwargs)
 
-    monkeypatch.setattr(hf_icot.hub, "save_model", recording_save_model)
+    monkeypatch.setattr(hf_icot.publishing.hub, "save_model", recording_save_model)
     return saved

@@ -1,14 +1,15 @@
-"""Run ``recipes/icot_gpt2.py`` as its own ``__main__``, SIGKILLing the process at a chosen moment; launched by the
-resume tests.
+"""Run a recipe (``recipes/icot_gpt2.py`` unless ``--recipe`` names another) as its own ``__main__``, SIGKILLing the
+process at a chosen moment; launched by the resume tests.
 
     python tests/recipes/killed_recipe.py step N RECIPE_ARGS...         # as optimizer step N + 1 begins
     python tests/recipes/killed_recipe.py checkpoint N RECIPE_ARGS...   # while checkpoint-N is being written
     python tests/recipes/killed_recipe.py final_model 0 RECIPE_ARGS...  # halfway through writing model.safetensors
+    python tests/recipes/killed_recipe.py --recipe recipes/marginals.py step N RECIPE_ARGS...
 
-``step`` kills once N steps are done (every checkpoint up to N is written); ``checkpoint`` kills after the model,
-optimizer and scheduler of checkpoint-N are on disk but before its RNG state and ``trainer_state.json``;
-``final_model`` writes half of the final model's safetensors bytes, then kills. The command line after the first two
-arguments is the recipe's own.
+``step`` kills once N steps are done (every checkpoint up to N is written), for any ``Trainer``; ``checkpoint`` kills
+after the model, optimizer and scheduler of checkpoint-N are on disk but before its RNG state and
+``trainer_state.json``; ``final_model`` writes half of the final model's safetensors bytes, then kills. The command
+line after the moment and N is the recipe's own.
 """
 
 from __future__ import annotations
@@ -31,16 +32,16 @@ def kill() -> None:
 
 
 def kill_at_step(step: int) -> None:
-    from hf_icot.trainer import ICoTTrainer
+    from transformers import Trainer
 
-    original = ICoTTrainer.get_batch_samples
+    original = Trainer.get_batch_samples
 
     def get_batch_samples(self, *args, **kwargs):
         if self.state.global_step == step:  # called as each optimizer step begins, after the last one's save
             kill()
         return original(self, *args, **kwargs)
 
-    ICoTTrainer.get_batch_samples = get_batch_samples
+    Trainer.get_batch_samples = get_batch_samples
 
 
 def kill_in_checkpoint(step: int) -> None:
@@ -74,7 +75,11 @@ def kill_in_final_model() -> None:
 
 
 if __name__ == "__main__":
-    moment, at, *recipe_argv = sys.argv[1:]
+    arguments = sys.argv[1:]
+    if arguments[0] == "--recipe":
+        RECIPE, arguments = REPO / arguments[1], arguments[2:]
+    sys.path.insert(0, str(RECIPE.parent))  # the recipe's sibling modules, as running it as a script puts them
+    moment, at, *recipe_argv = arguments
     {"step": kill_at_step, "checkpoint": kill_in_checkpoint, "final_model": lambda _: kill_in_final_model()}[moment](
         int(at)
     )

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoModelForCausalLM
 
-from hf_icot.config import parse_config
+from hf_icot.training.command_line import parse_config
 from tests.recipes.conftest import load_script
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,9 +34,9 @@ def _args(tmp_path: Path, *extra: str) -> list[str]:
 
 
 def _parse(argv: list[str]):
-    from transformers import TrainingArguments
+    from hf_icot.training.config import RunArguments
 
-    return parse_config((_recipe().MarginalsArguments, TrainingArguments), argv)
+    return parse_config((_recipe().MarginalsArguments, RunArguments), argv)
 
 
 def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
@@ -61,7 +61,7 @@ def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
     ablation = json.loads((run / "ablation.json").read_text())
     assert set(ablation) == {"zero", "mean"} and len(ablation["zero"]) == 2 and len(ablation["zero"][0]) == 2
     # the diagnostics log at the logging steps too, and the training loss is still logged there
-    losses = {e["step"]: e["loss"] for e in json.loads((run / "log_history.json").read_text()) if "loss" in e}
+    losses = {e["step"]: e["loss"] for e in json.loads((run / "training_log.json").read_text()) if "loss" in e}
     assert sorted(losses) == [3, 6] and all(math.isfinite(loss) for loss in losses.values())
 
     model = AutoModelForCausalLM.from_pretrained(run)

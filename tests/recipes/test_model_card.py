@@ -1,4 +1,4 @@
-"""The model card rendered by hf_icot.model_card.write_model_card: valid metadata whose model-index holds the given numbers,
+"""The model card rendered by hf_icot.publishing.model_card.write_model_card: valid metadata whose model-index holds the given numbers,
 and text that follows what was trained (base model or scratch, adapter, curriculum, curves, citations)."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from hf_icot.hub import is_hub_id
-from hf_icot.model_card import CURVES_PNG, save_training_curves, split_metrics, write_model_card
-from hf_icot.schedules import LogICoT, Stepwise
+from hf_icot.curriculum import LogICoT, Stepwise
+from hf_icot.publishing.hub import is_hub_id
+from hf_icot.publishing.model_card import save_training_curves, split_metrics, write_model_card
+from hf_icot.publishing.run_files import CURVES_FILE
 
 METRICS = {
     "validation/implicit/answer_em": 0.75,
@@ -95,7 +96,7 @@ def test_text_states_results_throughput_data_curriculum_and_citation(tmp_path: P
     assert "| 1 | 2 | 4 | first 1 CoT tokens from the left (+ smoothing λ=4.0) |" in text  # 16 steps / 8 tokens
     assert "Deng, Yuntian and Choi, Yejin and Shieber, Stuart" in text and "2605.28600" not in text
     assert 'question = "5 6 * 7 \\"4\\""' in text  # a question with quotes stays a valid Python string
-    assert CURVES_PNG not in text  # no curve was saved
+    assert CURVES_FILE not in text  # no curve was saved
 
 
 def test_scratch_adapter_and_log_icot_variants(tmp_path: Path) -> None:
@@ -126,7 +127,7 @@ def test_loss_curve_is_saved_with_stage_boundaries_and_embedded(tmp_path: Path) 
     save_training_curves(history, [0, 3, 6], tmp_path)
     assert png.read_bytes() == first, "same log, same bytes"
     text = _card(tmp_path).text
-    assert f"![Training loss with the curriculum's stage boundaries]({CURVES_PNG})" in text
+    assert f"![Training loss with the curriculum's stage boundaries]({CURVES_FILE})" in text
 
 
 def test_bad_weights_kind_is_refused(tmp_path: Path) -> None:
@@ -153,9 +154,9 @@ def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_pat
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from hf_icot.evaluation import evaluate_generation
-    from hf_icot.layout import SequenceLayout
-    from hf_icot.tokenization import build_word_level_tokenizer
+    from hf_icot.curriculum.layout import SequenceLayout
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.evaluation.exact_match import evaluate_generation
 
     examples = [{"question": f"{a} {b} {c}", "cot": [a, b, c], "answer": c} for a in "01" for b in "01" for c in "01"]
     tokenizer = build_word_level_tokenizer(examples)

@@ -1,6 +1,6 @@
 """Pushing a run folder to a loopback Hub: what arrives, private repos and branches, and failures (the table of Hub
 faults in :mod:`tests.push_faults`, a push from the recipe failing mid-upload, no token, offline, not a model folder)
-that leave the folder intact, say one sentence, and are retried with ``python -m hf_icot.hub push``."""
+that leave the folder intact, say one sentence, and are retried with ``python -m hf_icot.publishing.hub push``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_icot import hub
-from hf_icot.hub import PushError, push_output_dir
+from hf_icot.publishing import hub
+from hf_icot.publishing.hub import PushError, push_output_dir
 from tests.push_faults import FAULTS, TRANSIENT, PushFault, backoff_waits, file_hashes  # noqa: F401  (a fixture)
 from tests.recipes.conftest import REPO, recipe_args, run_recipe
 
@@ -69,31 +69,31 @@ def test_push_uploads_the_run_folder_to_a_private_repo_and_a_branch(
 def test_recipe_push_failing_mid_upload_leaves_the_run_intact_and_the_cli_retries(
     tiny_gpt2: Path, tmp_path: Path, loopback_hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hf_icot.hub
+    import hf_icot.publishing.hub
 
     monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
     loopback_hub.fail(500, COMMIT)  # the weights are uploaded (LFS), then the commit fails
     output = tmp_path / "run"
     # The folder as the push found it: the Hub calls start in upload_in_one_commit, whoever calls the push.
     before_push: list[dict[str, bytes]] = []
-    upload = hf_icot.hub.upload_in_one_commit
+    upload = hf_icot.publishing.hub.upload_in_one_commit
 
     def snapshot_then_upload(api, folder, *args, **kwargs):
         before_push.append(_snapshot(Path(folder)))
         return upload(api, folder, *args, **kwargs)
 
-    monkeypatch.setattr(hf_icot.hub, "upload_in_one_commit", snapshot_then_upload)
+    monkeypatch.setattr(hf_icot.publishing.hub, "upload_in_one_commit", snapshot_then_upload)
     argv = recipe_args(tiny_gpt2, output, "--push_to_hub", "--hub_model_id", "loopback-user/icot-run")
     with pytest.raises(PushError) as caught:
         run_recipe(argv)
-    assert len(before_push) == 1, "the recipe pushed once, through hf_icot.hub"
+    assert len(before_push) == 1, "the recipe pushed once, through hf_icot.publishing.hub"
     assert _snapshot(output) == before_push[0], "the failed push left every file of the run folder as it was"
     message = str(caught.value)
     assert "\n" not in message and loopback_hub.token not in message
     assert (
         f"failed: the Hub at {loopback_hub.url} answered HTTP 500" in message and "; the folder is intact" in message
     )
-    retry = f"python -m hf_icot.hub push {output} --repo loopback-user/icot-run"
+    retry = f"python -m hf_icot.publishing.hub push {output} --repo loopback-user/icot-run"
     assert message.endswith(f"retry with `{retry}`.")
     for name in ("model.safetensors", "tokenizer.json", "README.md", "training_curves.png", "eval_results.json"):
         assert (output / name).is_file(), name
@@ -126,7 +126,7 @@ def test_each_hub_fault_leaves_the_run_folder_intact_says_one_sentence_and_the_r
         push_output_dir(run_folder, repo)
     assert (rule.fired, backoff_waits) == (fault.tries, fault.waits), "what huggingface_hub retried, and its waits"
     message = str(caught.value)
-    retry = f"python -m hf_icot.hub push {run_folder} --repo {repo}"
+    retry = f"python -m hf_icot.publishing.hub push {run_folder} --repo {repo}"
     assert re.fullmatch(
         f"pushing {re.escape(str(run_folder))} to {repo} failed: {fault.clause(loopback_hub.url)}; "
         f"the folder is intact, so retry with `{re.escape(retry)}`\\.",
@@ -182,13 +182,13 @@ def test_offline_push_fails_with_the_retry_command(run_folder: Path, monkeypatch
     monkeypatch.setenv("HF_TOKEN", "hf_unused")
     before = _snapshot(run_folder)
     result = subprocess.run(
-        [sys.executable, "-m", "hf_icot.hub", "push", str(run_folder), "--repo", "someone/icot", "--private"],
+        [sys.executable, "-m", "hf_icot.publishing.hub", "push", str(run_folder), "--repo", "someone/icot", "--private"],
         capture_output=True, text=True, timeout=60, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )  # fmt: skip
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr == (
         f"error: cannot push {run_folder} to someone/icot: HF_HUB_OFFLINE is set, so the Hub is unreachable; unset it, "
-        f"then run `python -m hf_icot.hub push {run_folder} --repo someone/icot --private`.\n"
+        f"then run `python -m hf_icot.publishing.hub push {run_folder} --repo someone/icot --private`.\n"
     )
     assert _snapshot(run_folder) == before
 
@@ -209,11 +209,11 @@ def test_folders_that_are_not_a_published_model_are_refused(tmp_path: Path, run_
     with pytest.raises(ValueError, match="names the local base model .* set base_model_name_or_path"):
         push_output_dir(adapter, "someone/icot")
     result = subprocess.run(
-        [sys.executable, "-m", "hf_icot.hub", "push", str(tmp_path / "empty"), "--repo", "someone/icot"],
+        [sys.executable, "-m", "hf_icot.publishing.hub", "push", str(tmp_path / "empty"), "--repo", "someone/icot"],
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
-        f"python -m hf_icot.hub push: error: '{tmp_path / 'empty'}' holds neither config.json nor "
+        f"python -m hf_icot.publishing.hub push: error: '{tmp_path / 'empty'}' holds neither config.json nor "
         "adapter_config.json; give the output_dir of a finished run."
     )

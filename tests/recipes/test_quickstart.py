@@ -10,7 +10,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hf_icot.config import schedule_from_config
+from hf_icot.training.config import schedule_from_config
 from tests.recipes.conftest import REPO, load_recipe, run_recipe
 
 QUICKSTART = REPO / "recipes" / "configs" / "quickstart.yaml"

@@ -19,7 +19,8 @@ RECIPES = REPO / "recipes"
 YAML_FILES = sorted(p for p in RECIPES.rglob("*") if p.suffix in (".yaml", ".yml"))
 CONFIGS = sorted((RECIPES / "configs").rglob("*.yaml"))
 ACCELERATE = sorted((RECIPES / "accelerate").rglob("*.yaml"))
-SCRIPTS = sorted(RECIPES.glob("*.py"))
+#: The recipes: the scripts of recipes/ (beside them, their studies' own modules, e.g. marginals_layout.py).
+SCRIPTS = sorted(p for p in RECIPES.glob("*.py") if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8"))
 
 
 def _uses_icot_arguments(script: Path) -> bool:
@@ -128,8 +129,8 @@ def test_recipe_answers_help_with_every_option(script: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-2000:]
-    from hf_icot.arguments import ModelArguments, ScriptArguments
-    from hf_icot.config import ICoTConfig
+    from hf_icot.training.arguments import ModelArguments, ScriptArguments
+    from hf_icot.training.config import ICoTConfig
 
     if _uses_icot_arguments(script):
         classes = (ScriptArguments, ModelArguments, ICoTConfig)
@@ -146,7 +147,11 @@ def test_recipe_answers_help_with_every_option(script: Path) -> None:
 
 def test_push_command_help_is_truthful() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "hf_icot.hub", "push", "--help"], capture_output=True, text=True, timeout=60, cwd=REPO
+        [sys.executable, "-m", "hf_icot.publishing.hub", "push", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     assert result.returncode == 0
     for option in ("output_dir", "--repo", "--private", "--revision", "HF_TOKEN"):

@@ -21,10 +21,15 @@ import yaml
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hf_icot.collator import encode_prompt
 from hf_icot.cot import cot_token_count
-from hf_icot.evaluation import evaluate_generation, evaluate_splits, flatten_split_metrics, reportable_metrics
-from hf_icot.generation import generate_batched
+from hf_icot.data.encoding import encode_prompt
+from hf_icot.evaluation.exact_match import (
+    evaluate_generation,
+    evaluate_generation_splits,
+    flatten_split_metrics,
+    reportable_metrics,
+)
+from hf_icot.evaluation.generation import generate_batched
 from tests.recipes.conftest import RECIPE, REPO, TASK_ARGS, recipe_args, run_recipe, save_tiny_gpt2
 
 
@@ -56,12 +61,14 @@ def full_run(tiny_gpt2: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     argv[task_at : task_at + 4] = ["--dataset_name_or_path", str(data), "--dataset_config", "mult_2x2"]
     argv_used = list(argv)
     with pytest.MonkeyPatch.context() as patch:
-        import hf_icot.hub
+        import hf_icot.publishing.hub
 
         saved: list = []
-        original = hf_icot.hub.save_model
+        original = hf_icot.publishing.hub.save_model
         patch.setattr(
-            hf_icot.hub, "save_model", lambda model, *a, **k: saved.append(model) or original(model, *a, **k)
+            hf_icot.publishing.hub,
+            "save_model",
+            lambda model, *a, **k: saved.append(model) or original(model, *a, **k),
         )
         metrics = run_recipe(argv)
     return {"output": output, "metrics": metrics, "model": saved[0], "data": data, "argv": argv_used}
@@ -107,7 +114,7 @@ def test_saved_model_reloads_and_generates_the_same_answers(full_run: dict) -> N
     import datasets
 
     folder = datasets.load_dataset(str(full_run["data"]), "mult_2x2")
-    again = flatten_split_metrics(evaluate_splits(model, tokenizer, folder, splits=["validation", "test"]))
+    again = flatten_split_metrics(evaluate_generation_splits(model, tokenizer, folder, splits=["validation", "test"]))
     for key, value in full_run["metrics"].items():
         if key.endswith("_em"):
             assert again[key] == value, key
@@ -238,7 +245,7 @@ def test_two_cpu_processes_under_accelerate_launch(tiny_gpt2: Path, tmp_path: Pa
     tokenizer = AutoTokenizer.from_pretrained(output)
     saved = json.loads((output / "eval_results.json").read_text())
     again = flatten_split_metrics(
-        evaluate_splits(model, tokenizer, {name: _split(name) for name in ("validation", "test")})
+        evaluate_generation_splits(model, tokenizer, {name: _split(name) for name in ("validation", "test")})
     )
     assert {k: v for k, v in saved.items() if k.endswith("_em")} == {
         k: v for k, v in again.items() if k.endswith("_em")
@@ -280,7 +287,7 @@ def test_model_context_shorter_than_the_sequences(tmp_path: Path) -> None:
 
 
 def test_tokenizer_that_cannot_represent_the_task(tmp_path: Path) -> None:
-    from hf_icot.tokenization import build_word_level_tokenizer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
 
     folder = save_tiny_gpt2(tmp_path / "words")
     # A word-level tokenizer that never saw the digit 9: multiplication data needs it.

@@ -138,21 +138,27 @@ def test_without_a_trainer_values_go_to_the_log_history_and_only_the_main_proces
     assert other_rank.log_history == [] and len(read_csv(tmp_path / "d.csv")) == 1
 
 
-def test_resumed_run_appends_and_a_fresh_one_overwrites(tmp_path):
+def test_a_resumed_run_continues_the_checkpoints_rows_and_a_fresh_one_overwrites(tmp_path):
     model, rows, path = tiny_gpt2(), study_examples(4, 2), tmp_path / "d.csv"
-    options = dict(pad_token_id=PAD, interval=1, measurements=["z_shuffle_gap"], csv_path=path)
-    LearningDynamicsCallback(model, rows, **options).on_train_begin(None, TrainerState(), None, model=model)
-    LearningDynamicsCallback(model, rows, **options).on_train_begin(
-        None, TrainerState(global_step=7), None, model=model
-    )
-    assert [r["step"] for r in read_csv(path)] == ["0", "7"]
+    options = dict(pad_token_id=PAD, interval=3, measurements=["z_shuffle_gap"], csv_path=path)
+    first = LearningDynamicsCallback(model, rows, **options)
+    first.on_train_begin(None, TrainerState(), None, model=model)
+    for step in (3, 6, 9):  # measured, then killed after step 9; the last checkpoint holds step 6
+        first.on_step_end(None, TrainerState(global_step=step), None, model=model)
+    assert [r["step"] for r in read_csv(path)] == ["0", "3", "6", "9"]
+    saved = TrainerState(global_step=6, stateful_callbacks={"LearningDynamicsCallback": first.state()})
+    resumed = LearningDynamicsCallback(model, rows, **options)
+    resumed.on_train_begin(None, saved, None, model=model)  # no measurement at a resumed start
+    assert [r["step"] for r in read_csv(path)] == ["0", "3", "6"], "the row measured after the checkpoint is gone"
+    assert [row["step"] for row in resumed.rows] == [0, 3, 6]
+    resumed.on_step_end(None, TrainerState(global_step=9), None, model=model)
+    assert read_csv(path) == [{k: str(v) for k, v in row.items()} for row in first.rows], "as if never killed"
     LearningDynamicsCallback(model, rows, **options).on_train_begin(None, TrainerState(), None, model=model)
     assert [r["step"] for r in read_csv(path)] == ["0"]
-    other = dict(options, measurements=["candidate_loss"])
+    other = LearningDynamicsCallback(model, rows, **dict(options, measurements=["candidate_loss"]))
+    other.on_train_begin(None, TrainerState(global_step=8), None, model=model)
     with pytest.raises(ValueError, match="give another csv path"):
-        LearningDynamicsCallback(model, rows, **other).on_train_begin(
-            None, TrainerState(global_step=8), None, model=model
-        )
+        other.on_step_end(None, TrainerState(global_step=9), None, model=model)
 
 
 def without(rows, column):
@@ -206,9 +212,9 @@ def test_unequal_answer_lengths_in_a_group_are_refused_when_built():
 
 
 def test_callback_logs_through_the_icot_trainer(tmp_path):
-    from hf_icot.config import ICoTConfig
-    from hf_icot.tokenization import build_word_level_tokenizer
-    from hf_icot.trainer import ICoTTrainer
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.config import ICoTConfig
+    from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples
     from tests.hf_icot.tiny_task import tiny_gpt2 as saved_tiny_gpt2
 

@@ -1,4 +1,4 @@
-"""The parity theory models (hf_icot.models): the pieces the studies state (phi, the level mask, rounding, the
+"""The parity theory models (hf_icot.modeling.theory): the pieces the studies state (phi, the level mask, rounding, the
 trainable block of W^KQ), training through ICoTTrainer / Trainer, save/load round trips, generation, bad input."""
 
 from __future__ import annotations
@@ -8,24 +8,24 @@ import re
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, GPT2Config, GPT2LMHeadModel
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 from datasets_builder import build_dataset
 from datasets_builder.tasks.parity import Params, cot_levels
-from hf_icot.arguments import ModelArguments
-from hf_icot.config import ICoTConfig, schedule_from_config
-from hf_icot.evaluation import evaluate_generation
-from hf_icot.loading import load_model_and_tokenizer
-from hf_icot.models import (
+from hf_icot.evaluation.exact_match import evaluate_generation
+from hf_icot.modeling.loading import load_model_and_tokenizer
+from hf_icot.modeling.theory import (
     LinearAttentionParityConfig,
     LogICoTParityConfig,
     ParityMLPConfig,
     RoundingCallback,
     check_parity_data,
 )
-from hf_icot.models.log_icot_parity import level_mask, phi, tree_levels
-from hf_icot.models.parity_layout import sequence_length
-from hf_icot.trainer import ICoTTrainer
+from hf_icot.modeling.theory.log_icot_parity import level_mask, phi, tree_levels
+from hf_icot.modeling.theory.parity_layout import sequence_length
+from hf_icot.training.arguments import ModelArguments
+from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.trainer import ICoTTrainer
 
 N, K = 8, 4
 
@@ -146,21 +146,6 @@ def test_the_log_icot_solution_answers_every_question_in_both_modes(tmp_path) ->
     metrics = evaluate_generation(model, tokenizer, dataset["test"], modes=("implicit", "explicit"))
     assert metrics["implicit/answer_em"] == 1.0 and metrics["explicit/answer_em"] == 1.0
     assert metrics["explicit/cot_em"] == 1.0
-
-
-def test_the_mlp_trains_through_trainer_and_round_trips(tmp_path) -> None:
-    from hf_icot.models.parity_mlp import train_parity_mlp
-
-    dataset = _data("chain")
-    args = _args(tmp_path, "mixture", removal_fill=None, removal_unit="step", removal_side="right", length_hint=True,
-                 learning_rate=1e-2, eval_strategy="no")  # fmt: skip
-    fields = {"model_type": "parity_mlp", "n_bits": N, "k": K, "hidden_size": 16}
-    metrics = train_parity_mlp(
-        args, schedule_from_config(args), fields, dataset["train"], {"validation": dataset["validation"]}
-    )
-    assert set(metrics) == {f"validation/shown={i}/answer_acc" for i in range(K)}
-    loaded = AutoModelForSequenceClassification.from_pretrained(args.output_dir)
-    assert loaded.config.hidden_size == 16 and loaded(torch.zeros(2, loaded.config.input_size)).logits.shape == (2, 2)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,364 @@
+"""Batches for :class:`hf_icot.training.trainer.ICoTTrainer`: examples collated untruncated, then rendered — truncated,
+encoded (:mod:`hf_icot.data.encoding`) and padded — at the exact optimizer step the curriculum decides for."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+
+from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, truncate
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.encoding import (
+    IGNORE_INDEX,
+    decode_words,
+    encode_example_with,
+    encode_parts,
+    encode_text,
+    eos_id,
+    space_tokens,
+    token_id,
+)
+
+
+@dataclass
+class PendingExamples:
+    """Examples collated but not yet truncated: the trainer picks their truncation at the exact optimizer step.
+
+    Not a list or mapping on purpose, so that ``accelerate`` and the Trainer pass it through untouched.
+    """
+
+    examples: list[dict[str, Any]]
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+
+class ICoTCollator:
+    """Collates schema examples for :class:`hf_icot.training.trainer.ICoTTrainer`, in two phases.
+
+    The Trainer fetches batches ahead of the step they are used in (gradient-accumulation prefetch, accelerate's
+    one-batch lookahead), so a collator cannot know the global step — and hence the curriculum — when it runs.
+    ``__call__`` therefore only groups the examples (``{"example_id": LongTensor, "pending": PendingExamples}``);
+    the trainer decides one :class:`~hf_icot.cot.TruncationSpec` per example at ``trainer.state.global_step`` and
+    calls :meth:`render`, which truncates (:func:`hf_icot.cot.truncate`), encodes (:func:`encode_example`) and pads.
+
+    :meth:`prepare_dataset` adds an ``example_id`` column (the row index, which keys per-example randomness) and the
+    question, answer and CoT tokenizations, so that rendering never re-tokenizes text in the training loop.
+
+    Args:
+        tokenizer: the model's tokenizer (word-level from :mod:`hf_icot.data.tokenization`, or a prepared BPE
+        tokenizer). layout: the run's layout (:attr:`hf_icot.training.trainer.ICoTTrainer.layout`); its
+        ``sequence_format`` decides how
+            examples become ids. Default: the ``hf_icot`` format.
+    """
+
+    def __init__(self, tokenizer: Any, layout: SequenceLayout | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.layout = layout or SequenceLayout()
+        if self.layout.is_reference:
+            space_tokens(tokenizer)  # fail here, not at the first example
+        self.eos_id = eos_id(tokenizer)  # looked up once: tokenizer properties are slow in the training loop
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
+        # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
+        try:
+            kept = decode_words(encode_text(ANSWER_PREFIX, tokenizer), tokenizer)
+        except ValueError:  # it maps the marker to the unknown token or to nothing
+            kept = ""
+        if kept != ANSWER_PREFIX:
+            raise ValueError(
+                f"the tokenizer ({type(tokenizer).__name__}) does not keep the answer marker {ANSWER_PREFIX!r}: it "
+                f"comes back as {kept!r}; use a tokenizer that represents it (AutoTokenizer may have loaded another "
+                "class than the one saved)."
+            )
+
+    # -- preparation ---------------------------------------------------------------------------------------------
+
+    def _tokenize_rows(self, batch: dict[str, list], indices: list[int]) -> dict[str, list]:
+        tokenizer = self.tokenizer
+        ids = batch["example_id"] if "example_id" in batch else indices
+        out: dict[str, list] = {"example_id": list(ids), "question_ids": [], "answer_ids": [], "cot_tokens": []}
+        out["cot_ids"] = []
+        out["n_cot_tokens"], out["n_cot_steps"], out["length"] = [], [], []
+        for index, question, steps, answer in zip(ids, batch["question"], batch["cot"], batch["answer"]):
+            try:
+                example = {"question": question, "cot": steps, "answer": answer}
+                question_ids, step_tokens, answer_ids = encode_parts(example, tokenizer, self.layout)
+                out["question_ids"].append(question_ids)
+                out["answer_ids"].append(answer_ids)
+                for step, tokens in zip(steps, step_tokens):
+                    if tokenizer.unk_token is not None and tokenizer.unk_token in tokens:
+                        encode_text(step, tokenizer)  # raises, naming the word
+                    if any(len(token.split()) != 1 for token in tokens):
+                        raise ValueError(
+                            f"the tokenizer makes a token with whitespace from the CoT step {step!r}; hf_icot needs "
+                            "tokens without spaces (byte-level BPE, word-level)."
+                        )
+            except ValueError as error:
+                raise ValueError(f"example {index}: {error}") from None
+            out["cot_tokens"].append([" ".join(tokens) for tokens in step_tokens])
+            out["cot_ids"].append(
+                tokenizer.convert_tokens_to_ids([token for tokens in step_tokens for token in tokens])
+            )
+            out["n_cot_tokens"].append(sum(len(tokens) for tokens in step_tokens))
+            out["n_cot_steps"].append(len(steps))
+            # two <eos> separators and the final one
+            out["length"].append(len(question_ids) + out["n_cot_tokens"][-1] + len(answer_ids) + 3)
+        return out
+
+    def prepare_dataset(
+        self,
+        dataset: datasets.Dataset,
+        max_length: int | None = None,
+        too_long: str = "error",
+        layout: SequenceLayout | None = None,
+    ) -> tuple[datasets.Dataset, int]:
+        """Add ``example_id`` (kept if present), ``question_ids``, ``answer_ids``, ``cot_tokens`` (each step's tokens,
+        space-joined), ``cot_ids`` (their ids, all steps in a row), ``n_cot_tokens``, ``n_cot_steps`` and ``length``
+        (the full-CoT sequence's tokens, hint aside:
+        what ``train_sampling_strategy="group_by_length"`` groups by); check lengths against the model's context.
+
+        Args:
+            dataset: a schema dataset.
+            max_length: the model's context; the untruncated sequence (plus the hint) must fit, since
+                ``keep_position`` and ``pad`` keep its length.
+            too_long: ``"error"`` or ``"skip"`` (drop such examples).
+            layout: the curriculum's layout (a length hint adds a token to every sequence); its sequence format must
+                be the collator's.
+
+        Returns:
+            The prepared dataset and the number of examples skipped.
+
+        Raises:
+            ValueError: a missing column, a word the tokenizer cannot represent (naming the example), or under
+                ``too_long="error"`` a sequence beyond ``max_length`` (naming the example, its length and the limit).
+        """
+        missing = [column for column in ("question", "cot", "answer") if column not in dataset.column_names]
+        if missing:
+            raise ValueError(
+                f"the dataset lacks the column(s) {', '.join(missing)}; hf_icot needs question, cot, answer."
+            )
+        if layout is not None and layout.sequence_format != self.layout.sequence_format:
+            raise ValueError(
+                f"the collator encodes in sequence_format {self.layout.sequence_format!r} but the run's layout is "
+                f"{layout.sequence_format!r}; build the collator with the run's layout "
+                "(ICoTCollator(tokenizer, layout))."
+            )
+        if too_long not in ("error", "skip"):
+            raise ValueError(f"too_long {too_long!r} is not allowed; choose error or skip.")
+        if "question_ids" in dataset.column_names:
+            prepared = dataset
+        else:
+            features = dataset.features.copy()
+            features.update(
+                {
+                    "example_id": datasets.Value("int64"),
+                    "question_ids": datasets.Sequence(datasets.Value("int32")),
+                    "answer_ids": datasets.Sequence(datasets.Value("int32")),
+                    "cot_tokens": datasets.Sequence(datasets.Value("string")),
+                    "cot_ids": datasets.Sequence(datasets.Value("int32")),
+                    "n_cot_tokens": datasets.Value("int32"),
+                    "n_cot_steps": datasets.Value("int32"),
+                    "length": datasets.Value("int32"),
+                }
+            )
+            prepared = dataset.map(
+                self._tokenize_rows, batched=True, with_indices=True, features=features, desc="hf_icot: tokenizing"
+            )
+        if max_length is None:
+            return prepared, 0
+        extra = 3 + (1 if layout is not None and layout.hint else 0)  # two <eos> separators, the final <eos>, the hint
+        lengths = [
+            len(q) + n + len(a) + extra
+            for q, n, a in zip(prepared["question_ids"], prepared["n_cot_tokens"], prepared["answer_ids"])
+        ]
+        too_long_rows = [i for i, length in enumerate(lengths) if length > max_length]
+        if too_long_rows and too_long == "error":
+            row = too_long_rows[0]
+            raise ValueError(
+                f"example {prepared[row]['example_id']} is {lengths[row]} tokens long with its full CoT, beyond the "
+                f"model's context of {max_length}; shorten it, use a longer-context model, or set too_long='skip'."
+            )
+        if too_long_rows:
+            keep = sorted(set(range(len(prepared))) - set(too_long_rows))
+            prepared = prepared.select(keep)
+        return prepared, len(too_long_rows)
+
+    def require_tokens(self, tokens: Sequence[str]) -> None:
+        """Check, before training, that the tokenizer has every token a curriculum will insert.
+
+        Raises:
+            ValueError: naming the first missing token and how to add it.
+        """
+        for token in tokens:
+            token_id(self.tokenizer, token)
+
+    # -- collation -------------------------------------------------------------------------------------------------
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, Any]:
+        """Group examples; truncation and tensors come later, from :meth:`render`."""
+        if not features or "example_id" not in features[0]:
+            raise ValueError(
+                "ICoTCollator needs examples with an example_id; prepare the dataset with prepare_dataset()."
+            )
+        ids = torch.tensor([feature["example_id"] for feature in features], dtype=torch.long)
+        return {"example_id": ids, "pending": PendingExamples(list(features))}
+
+    def truncate_batch(
+        self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]
+    ) -> list[TruncatedCoT]:
+        """:func:`hf_icot.cot.truncate` each example with its spec (from the prepared CoT tokens when present)."""
+        truncated = []
+        for example, spec in zip(examples, specs):
+            cot_tokens = example.get("cot_tokens")
+            if cot_tokens is None:
+                cot_tokens = [" ".join(step) for step in encode_parts(example, self.tokenizer, self.layout)[1]]
+            # The tokens joined by spaces split back into exactly the tokenizer's tokens.
+            truncated.append(truncate({"cot": cot_tokens, "cot_level": example.get("cot_level")}, spec))
+        return truncated
+
+    def encode_batch(self, examples: Sequence[Mapping[str, Any]], truncated: Sequence[TruncatedCoT]) -> dict[str, Any]:
+        """Encode and right-pad: ``input_ids``, ``attention_mask``, ``labels`` (-100 on question and padding) and,
+        when some example keeps positions, ``position_ids``."""
+        eos, unk, reference = eos_id(self.tokenizer), self.tokenizer.unk_token_id, self.layout.is_reference
+        encoded = [
+            encode_example_with(example, cut, self.tokenizer, eos, unk, reference)
+            for example, cut in zip(examples, truncated)
+        ]
+        width = max(len(item["input_ids"]) for item in encoded)
+        input_ids = np.full((len(encoded), width), self.pad_id, dtype=np.int64)
+        labels = np.full((len(encoded), width), IGNORE_INDEX, dtype=np.int64)
+        attention_mask = np.zeros((len(encoded), width), dtype=np.int64)
+        with_positions = any(cut.keep_position for cut in truncated)
+        position_ids = np.zeros((len(encoded), width), dtype=np.int64) if with_positions else None
+        for row, item in enumerate(encoded):
+            n = len(item["input_ids"])
+            input_ids[row, :n] = item["input_ids"]
+            labels[row, :n] = item["labels"]
+            attention_mask[row, :n] = 1
+            if position_ids is not None:
+                position_ids[row, :n] = item["position_ids"]
+        batch = {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+            "labels": torch.from_numpy(labels),
+        }
+        if position_ids is not None:
+            batch["position_ids"] = torch.from_numpy(position_ids)
+        return batch
+
+    def render(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> dict[str, Any]:
+        """Truncate each example with its spec and return the padded model batch (see :meth:`encode_batch`)."""
+        return self.render_counted(examples, specs)[0]
+
+    def render_counted(
+        self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]
+    ) -> tuple[dict[str, Any], list[int]]:
+        """:meth:`render`, and the CoT tokens each example kept (placeholders included).
+
+        The common curricula (token units, ``left``/``right``/``all``/``none``, fill ``drop`` or ``keep_position``,
+        no hint; either sequence format) are cut on the prepared ``cot_ids`` with array operations over the whole
+        batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
+        and :func:`encode_example`. Both give the same tensors.
+        """
+        if self._on_ids(examples, specs):
+            return _render_on_ids(examples, specs, self.eos_id, self.pad_id, self.layout.is_reference)
+        truncated = self.truncate_batch(examples, specs)
+        return self.encode_batch(examples, truncated), [cut.kept for cut in truncated]
+
+    def _on_ids(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> bool:
+        """Whether :func:`_render_on_ids` can cut this batch (see :meth:`render_counted`)."""
+        if not examples or "cot_ids" not in examples[0]:
+            return False
+        for example, spec in zip(examples, specs):
+            if spec.unit != "token" or spec.hint or spec.fill == "pad" or spec.which not in _ID_CUTS:
+                return False
+            if spec.which in ("left", "right") and spec.count > len(example["cot_ids"]) and not spec.saturate:
+                return False  # truncate() raises the error that names it
+        return True
+
+
+_ID_CUTS = ("none", "all", "left", "right")
+
+
+def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:
+    """``rows`` right-padded with ``fill`` into one ``(len(rows), max(lengths, 1))`` array, in one scatter."""
+    out = np.full((len(rows), max(int(lengths.max(initial=0)), 1)), fill, dtype=np.int64)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    row = np.repeat(np.arange(len(rows)), lengths)
+    out[row, np.arange(len(flat)) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = flat
+    return out
+
+
+def _render_on_ids(
+    examples: Sequence[Mapping[str, Any]],
+    specs: Sequence[TruncationSpec],
+    eos: int,
+    pad: int,
+    reference: bool = False,
+) -> tuple[dict[str, Any], list[int]]:
+    """Render a batch from the prepared ids: every part padded side by side, ``[question | <eos> | cot | <eos> |
+    answer | <eos>]``, a mask of the tokens each row keeps, and one scatter that packs them to the left; the
+    untruncated sequence's positions come with them for ``keep_position``. What :func:`encode_example` builds, for
+    the specs :meth:`ICoTCollator._on_ids` accepts (``reference``: the reference format's positions, where the token
+    before the first gap moves up to it, as :func:`_move_gap_earlier` does)."""
+    n = len(examples)
+    q_len, c_len, a_len = (
+        np.array([len(example[key]) for example in examples], dtype=np.int64)
+        for key in ("question_ids", "cot_ids", "answer_ids")
+    )
+    question, cot, answer = (
+        _padded([example[key] for example in examples], lengths, pad)
+        for key, lengths in (("question_ids", q_len), ("cot_ids", c_len), ("answer_ids", a_len))
+    )
+    which = np.array([spec.which for spec in specs])
+    count = np.minimum([spec.count for spec in specs], c_len)
+    low = np.where(which == "left", count, 0)  # each row keeps CoT tokens low .. high - 1
+    high = np.where(which == "right", c_len - count, np.where(which == "all", 0, c_len))
+    eos_column, always = np.full((n, 1), eos, dtype=np.int64), np.ones((n, 1), dtype=bool)
+    q_at, c_at, a_at = (np.arange(part.shape[1])[None, :] for part in (question, cot, answer))
+    # The untruncated sequence in six segments: ids, which are kept, their positions in it, whether they are labelled.
+    segments = [
+        (question, q_at < q_len[:, None], q_at, False),
+        (eos_column, always, q_len[:, None], False),
+        (cot, (c_at >= low[:, None]) & (c_at < high[:, None]), q_len[:, None] + 1 + c_at, True),
+        (eos_column, always, (q_len + 1 + c_len)[:, None], True),
+        (answer, a_at < a_len[:, None], (q_len + 2 + c_len)[:, None] + a_at, True),
+        (eos_column, always, (q_len + 2 + c_len + a_len)[:, None], True),
+    ]
+    source = np.concatenate([ids for ids, *_ in segments], axis=1)
+    valid = np.concatenate([np.broadcast_to(kept, ids.shape) for ids, kept, *_ in segments], axis=1)
+    position = np.concatenate([np.broadcast_to(at, ids.shape) for ids, _, at, _ in segments], axis=1)
+    labelled = np.concatenate([np.full(ids.shape[1], flag) for ids, *_, flag in segments])
+    target = np.cumsum(valid, axis=1) - 1
+    width = int(valid.sum(axis=1).max())
+    rows, cols = np.nonzero(valid)
+    at = (rows, target[rows, cols])  # each kept token's place once the row is packed to the left
+    input_ids = np.full((n, width), pad, dtype=np.int64)
+    labels = np.full((n, width), IGNORE_INDEX, dtype=np.int64)
+    attention_mask = np.zeros((n, width), dtype=np.int64)
+    input_ids[at] = source[rows, cols]
+    labels[at] = np.where(labelled[cols], source[rows, cols], IGNORE_INDEX)
+    attention_mask[at] = 1
+    batch = {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "labels": torch.from_numpy(labels),
+    }
+    keep_position = np.array([spec.fill == "keep_position" for spec in specs])
+    if keep_position.any():
+        position_ids = np.zeros((n, width), dtype=np.int64)
+        position_ids[at] = np.where(keep_position[rows], position[rows, cols], target[rows, cols])
+        if reference:
+            jumps = np.diff(position_ids, axis=1) > 1  # padding holds 0s, so no jump is found there
+            moved = np.nonzero(jumps.any(axis=1) & keep_position)[0]
+            first = jumps[moved].argmax(axis=1)
+            position_ids[moved, first] = position_ids[moved, first + 1] - 1
+        batch["position_ids"] = torch.from_numpy(position_ids)
+    return batch, np.maximum(high - low, 0).tolist()

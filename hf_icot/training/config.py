@@ -1,0 +1,220 @@
+"""The training arguments: :class:`RunArguments` (``TrainingArguments`` plus the run folder's flags, for any recipe)
+and :class:`ICoTConfig` (plus the curriculum and the per-stage evaluation, for :class:`hf_icot.training.trainer.
+ICoTTrainer`).
+
+The curriculum's options are not written here: every schedule field declares its flat option once, where the schedule
+defines it (:func:`hf_icot.curriculum.base.option`), and :data:`ScheduleArguments` is built from those declarations
+(:func:`hf_icot.curriculum.schedule_options`), so a recipe YAML, the command line and ``--help`` set and describe them
+as the schedule does. :func:`schedule_from_config` builds the schedule a config asks for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from transformers import TrainingArguments
+
+from hf_icot.curriculum import SCHEDULES, Schedule, build_schedule, schedule_class, schedule_options
+from hf_icot.evaluation.prompts import parse_mode
+
+TOO_LONG_ACTIONS = ("error", "skip")
+
+
+@dataclass
+class RunArguments(TrainingArguments):
+    """``TrainingArguments`` with the run folder's flags (:mod:`hf_icot.training.run_folder`): continue a run, or start
+    over in a folder that holds one."""
+
+    # TrainingArguments documents this field as unused by Trainer; the recipes pass it on
+    # (hf_icot.training.run_folder).
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={
+            "help": "Continue a run: a checkpoint-<step> folder, or true for the last complete one in output_dir "
+            "(same schedule, seed and batch size as the run that wrote it)."
+        },
+    )
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={
+            "help": "Start a new run in an output_dir that holds another run: its checkpoint-* and stage-* folders are "
+            "deleted first, its model files replaced when this run saves. Without it such a run is refused; "
+            "--resume_from_checkpoint true continues the earlier run instead."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):  # Trainer would fail after the data
+            raise ValueError(f"output_dir {self.output_dir!r} is a file; give a folder (new, or one to write into).")
+
+
+def _schedule_arguments() -> type:
+    """The dataclass of the curriculum's flat options, from the schedules' own field declarations (``seed`` is
+    ``TrainingArguments``')."""
+    taken = {f.name for f in dataclasses.fields(TrainingArguments)}
+    fields: list[tuple[str, Any, Any]] = [
+        ("schedule", str, field(default="stepwise", metadata={
+            "help": f"Curriculum: one of {', '.join(SCHEDULES)}.", "choices": list(SCHEDULES)})),
+    ]  # fmt: skip
+    for option in schedule_options().values():
+        if option.name in taken:
+            continue
+        metadata: dict[str, Any] = {"help": option.help}
+        if option.choices:
+            metadata["choices"] = list(option.choices)
+        kind = option.type if option.default is not None else option.type | None
+        fields.append((option.name, kind, field(default=option.default, metadata=metadata)))
+    arguments = dataclasses.make_dataclass("ScheduleArguments", fields)
+    arguments.__module__ = __name__
+    arguments.__doc__ = "The curriculum's options (one per schedule field; see the module docstring)."
+    return arguments
+
+
+ScheduleArguments = _schedule_arguments()
+#: The curriculum options read as floats (a YAML ``inf`` arrives as a string).
+FLOAT_OPTIONS = tuple(
+    option.name for option in schedule_options().values() if option.type is float and option.name != "seed"
+)
+
+
+@dataclass
+class ICoTConfig(ScheduleArguments, RunArguments):
+    """Training arguments for implicit chain-of-thought training with :class:`hf_icot.training.trainer.ICoTTrainer`:
+    ``TrainingArguments``, the run folder's flags, the curriculum's options (:data:`ScheduleArguments`) and the
+    fields below."""
+
+    eval_modes: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Generation evaluation at each stage end: implicit, explicit, reference, hint=k; empty: off."
+        },
+    )
+    max_new_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Generation evaluation: most tokens generated (unset: the longest gold continuation + slack)."
+        },
+    )
+    generation_eval_examples: int | None = field(
+        default=None, metadata={"help": "Generation evaluation: use only the first N evaluation examples."}
+    )
+    generation_eval_steps: int | None = field(
+        default=None,
+        metadata={
+            "help": "Also generate the eval_modes answers every N optimizer steps during training (the first "
+            "generation_eval_examples evaluation examples), logged with train_examples; unset: off."
+        },
+    )
+    stop_at_implicit_em: float | None = field(
+        default=None,
+        metadata={
+            "help": "With generation_eval_steps: stop training at the first measurement whose implicit answer exact "
+            "match is >= this (in (0, 1]; eval_modes must include implicit); unset: never."
+        },
+    )
+    evaluate_each_stage: bool = field(
+        default=True, metadata={"help": "Evaluate (loss, and generation if eval_modes) when each stage ends."}
+    )
+    keep_stage_checkpoints: bool = field(
+        default=True,
+        metadata={"help": "Save the model at the end of every stage to output_dir/stage-<i> (stepwise: many)."},
+    )
+    too_long: str = field(
+        default="error",
+        metadata={
+            "help": "A sequence longer than the model's context: error, or skip (counted in the logs).",
+            "choices": list(TOO_LONG_ACTIONS),
+        },
+    )
+    max_len_train: int | None = field(
+        default=None,
+        metadata={
+            "help": "Skip a training batch whose length after CoT removal exceeds this (the reference's "
+            "--max_len_train; counted in the logs as cot/skipped_long_batches). Unset: train on every batch."
+        },
+    )
+    decay_all_parameters: bool = field(
+        default=False,
+        metadata={
+            "help": "Apply weight_decay to every parameter, as the reference's plain torch.optim.AdamW does; "
+            "default: the Trainer's rule (no decay on biases and LayerNorm weights)."
+        },
+    )
+    select_best_epoch: bool = field(
+        default=False,
+        metadata={
+            "help": "After every epoch measure validation generation accuracy (selection_mode), keep the best epoch "
+            "by the reference's rule (the best resets while CoT remains) and end with its weights."
+        },
+    )
+    selection_mode: str = field(
+        default="explicit", metadata={"help": "select_best_epoch: the evaluation mode measured (free generation)."}
+    )
+    # The collator needs the raw columns (question, cot, answer), which the model's forward does not take.
+    remove_unused_columns: bool = field(
+        default=False, metadata={"help": "Keep False: the ICoT collator reads question, cot and answer."}
+    )
+    # Generation accuracy is measured by evaluate_generation; gathering full-vocabulary logits would only cost memory.
+    prediction_loss_only: bool = field(
+        default=True, metadata={"help": "Evaluation returns only the loss (generation metrics are separate)."}
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in FLOAT_OPTIONS:  # YAML and dict inputs do not go through argparse's type conversion ("inf")
+            if getattr(self, name) is not None:
+                setattr(self, name, float(getattr(self, name)))
+        schedule_class(self.schedule)
+        if self.too_long not in TOO_LONG_ACTIONS:
+            raise ValueError(
+                f"too_long {self.too_long!r} is not allowed; choose one of {', '.join(TOO_LONG_ACTIONS)}."
+            )
+        for mode in self.eval_modes:
+            parse_mode(mode)
+        if self.max_len_train is not None and self.max_len_train < 1:
+            raise ValueError(f"max_len_train {self.max_len_train} is not allowed; it must be >= 1 (unset: off).")
+        parse_mode(self.selection_mode)
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens {self.max_new_tokens} is not allowed; it must be >= 1.")
+        if self.generation_eval_examples is not None and self.generation_eval_examples < 1:
+            raise ValueError(
+                f"generation_eval_examples {self.generation_eval_examples} is not allowed; it must be >= 1."
+            )
+        if self.generation_eval_steps is not None:
+            if self.generation_eval_steps < 1:
+                raise ValueError(
+                    f"generation_eval_steps {self.generation_eval_steps} is not allowed; it must be >= 1 (unset: off)."
+                )
+            if not self.eval_modes:
+                raise ValueError("generation_eval_steps needs eval_modes to say what to generate, e.g. [implicit].")
+        if self.stop_at_implicit_em is not None:
+            if not 0 < self.stop_at_implicit_em <= 1:
+                raise ValueError(
+                    f"stop_at_implicit_em {self.stop_at_implicit_em} is not allowed; it must be in (0, 1] "
+                    "(unset: off)."
+                )
+            if self.generation_eval_steps is None or "implicit" not in self.eval_modes:
+                raise ValueError(
+                    "stop_at_implicit_em needs generation_eval_steps and 'implicit' among eval_modes to measure it."
+                )
+        if self.remove_unused_columns:
+            raise ValueError(
+                "remove_unused_columns=True would drop question/cot/answer before the ICoT collator; keep it False."
+            )
+        schedule_from_config(self)  # every schedule parameter is validated where it is used
+
+
+def schedule_from_config(config: Any) -> Schedule:
+    """Build the schedule an :class:`ICoTConfig` asks for: ``config.schedule`` with its fields from the config's
+    options and ``config.seed`` (an option left None keeps the schedule's default, e.g. ``fill="pad"`` for
+    log_icot).
+
+    Raises:
+        ValueError: an unknown schedule name or an invalid parameter.
+    """
+    options = {name: getattr(config, name, None) for name in schedule_options()}
+    return build_schedule(config.schedule, {**options, "seed": config.seed})

@@ -1,0 +1,137 @@
+"""The steps every recipe repeats, once: a recipe's ``main`` is its study's own steps inside a :class:`RecipeRun`.
+
+::
+
+    def main(script_args, training_args, model_args):
+        with RecipeRun(training_args) as run:                      # threads, run folder, seed; teardown at exit
+            data = run.load_data(script_args, build=build_dataset)  # built on the fly or loaded; splits; card info
+            ...                                                     # the study: model, trainer, callbacks
+            trainer = run.track(ICoTTrainer(...))
+            trainer.train(resume_from_checkpoint=run.resume_from)
+            ...
+            run.write_records({STAGES_FILE: run.stages(trainer)})
+
+Entering the run, in this order and before any data are built:
+
+1. :func:`hf_icot.training.runtime.use_all_cpu_threads` — a lone CPU process that ``accelerate launch`` left with one
+   thread gets every core back;
+2. :func:`hf_icot.training.run_folder.prepare_run_folder` — a new run never writes over another one, and
+   ``--resume_from_checkpoint PATH|true`` names a complete checkpoint of this run (:attr:`RecipeRun.resume_from`);
+3. ``transformers.set_seed(training_args.seed)``.
+
+Leaving it, every tracked trainer tears its process group down (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.
+end_processes`), also when the study's steps raise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hf_icot.publishing.hub import write_text_atomic
+
+
+@dataclass
+class RunData:
+    """A run's data: every split, the training split, the evaluation splits (name → split) and what the model card
+    says of the data (``source``, ``config``, ``task``, ``fingerprint``, ``splits``: rows per split)."""
+
+    dataset: Any
+    train: Any
+    evaluation_sets: dict[str, Any]
+    info: dict[str, Any]
+
+
+@dataclass
+class RecipeRun:
+    """A recipe's run (see the module docstring); use it as a context manager."""
+
+    training_args: Any
+    resume_from: str | None = None
+    trainers: list[Any] = field(default_factory=list)
+
+    def __enter__(self) -> RecipeRun:
+        from transformers import set_seed
+
+        from hf_icot.training.run_folder import prepare_run_folder
+        from hf_icot.training.runtime import use_all_cpu_threads
+
+        use_all_cpu_threads(on_cpu=self.training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread
+        self.resume_from = prepare_run_folder(self.training_args)  # before any work: never over another run
+        set_seed(self.training_args.seed)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        # Left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT).
+        for trainer in self.trainers:
+            trainer.end_processes(wait=exc_info[0] is None)
+
+    def track(self, trainer: Any) -> Any:
+        """Tear ``trainer``'s processes down when the run ends; returns it."""
+        self.trainers.append(trainer)
+        return trainer
+
+    def load_data(self, script_args: Any, build: Callable[[str, Any], tuple[Any, dict]] | None = None) -> RunData:
+        """The run's data from ``script_args`` (:class:`hf_icot.training.arguments.ScriptArguments`): the task built
+        on the fly with ``build(task, task_args)`` (``datasets_builder.build_dataset``, which the library does not
+        import) or a dataset loaded from a folder or the Hub; its splits cut to ``max_*_examples``; the
+        ``--eval_files`` read as extra evaluation splits.
+
+        Raises:
+            ValueError: a task without a ``build``, or what loading and splitting refuse (one sentence each).
+        """
+        from hf_icot.data.loading import load_run_data, read_evaluation_split, run_splits
+
+        if script_args.task is not None:
+            if build is None:
+                raise ValueError(f"--task {script_args.task!r} needs a dataset builder; give --dataset_name_or_path.")
+            dataset, info = build(script_args.task, script_args.task_args)
+        else:
+            dataset, info = load_run_data(script_args.dataset_name_or_path, script_args.dataset_config)
+        limit = script_args.max_eval_examples
+        train, evaluation_sets = run_splits(dataset, script_args.eval_splits, script_args.max_train_examples, limit)
+        for name, source in (getattr(script_args, "eval_files", None) or {}).items():
+            split = read_evaluation_split(source)  # e.g. the reference's own valid/test files
+            evaluation_sets[name] = split if limit is None else split.select(range(min(len(split), limit)))
+        info["splits"] = {name: len(split) for name, split in dataset.items()}
+        info["splits"].update(
+            {name: len(evaluation_sets[name]) for name in getattr(script_args, "eval_files", None) or {}}
+        )
+        return RunData(dataset, train, evaluation_sets, info)
+
+    @staticmethod
+    def stages(trainer: Any) -> list[dict[str, Any]]:
+        """The curriculum's stages over the run's steps, as the model card lists them."""
+        return trainer.schedule.describe(trainer.state.max_steps)
+
+    def write_records(self, records: Mapping[str, Any], output_dir: str | None = None) -> None:
+        """Write each ``name -> JSON-ready value`` into the run folder, each file whole or not at all (main process
+        only)."""
+        if not self.training_args.should_save:
+            return
+        folder = output_dir or self.training_args.output_dir
+        for name, value in records.items():
+            write_text_atomic(Path(folder) / name, json.dumps(value, indent=2, default=str) + "\n")
+
+
+def run_main(
+    main: Callable[..., Any],
+    parse: Callable[[], tuple] | None = None,
+    errors: tuple[type[BaseException], ...] = (ValueError,),
+) -> None:
+    """A recipe's ``__main__``: log to stderr, parse its command line (default:
+    :func:`hf_icot.training.arguments.parse_recipe_args`), run ``main``, and end a bad input (``errors``) with its one
+    sentence and exit status 1 instead of a traceback."""
+    import logging
+    import sys
+
+    from hf_icot.training.arguments import parse_recipe_args
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        main(*(parse or parse_recipe_args)())
+    except errors as error:
+        sys.exit(f"error: {error}")

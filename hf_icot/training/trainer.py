@@ -1,0 +1,393 @@
+"""ICoTTrainer: the Hugging Face Trainer with a CoT-removal curriculum.
+
+What it adds to :class:`transformers.Trainer` (same constructor, plus an optional ``schedule``):
+
+* **Truncation at the exact step.** Batches are collated untruncated (:class:`hf_icot.data.collator.ICoTCollator`) and
+  rendered in :meth:`ICoTTrainer.get_batch_samples`, which the training loop calls once per optimizer step with
+  ``state.global_step`` equal to the step about to be computed; the schedule picks each example's truncation there.
+* **Adaptive pace** (:mod:`hf_icot.curriculum.adaptive`): for a schedule that reads the model, the training
+answer-token accuracy
+  of every step, from the step's own logits and summed over processes, is handed to the schedule before checkpoints.
+* **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
+  cleared; the learning-rate schedule keeps following the global step.
+* **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
+  and ``cot/kept_tokens_mean`` (measured on this process's batches) join the training logs; when a stage ends its
+  model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``).
+* **Exact resume**: the schedule, the run-time flags, the seed and the batch size ride in ``trainer_state.json`` (an
+  ``ExportableState`` callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on
+  any number of processes — continues the same curriculum; one with another schedule, seed or batch size is refused.
+* **Kill-safe checkpoints**: a checkpoint is written under a marker removed once every process has written its part
+  (older checkpoints are rotated out only then), and ``resume_from_checkpoint=True`` takes the last complete one
+  (:mod:`hf_icot.training.run_folder`).
+* **The end of a run** (:mod:`hf_icot.training.outputs`): ``evaluate_splits``, ``save_run``, ``create_model_card``,
+  ``push_to_hub``.
+* **Non-finite loss** stops training with :class:`NonFiniteLossError` before the optimizer steps, so the last saved
+  checkpoint stays the last good one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any
+
+import torch
+from transformers import Trainer, TrainerCallback
+from transformers.trainer_callback import ExportableState
+from transformers.trainer_utils import has_length
+
+from hf_icot.curriculum import Schedule, schedule_from_dict
+from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.data.collator import ICoTCollator
+from hf_icot.modeling.sizing import context_length
+from hf_icot.training.answer_accuracy import AnswerAccuracyMixin
+from hf_icot.training.checkpoints import SafeRunMixin
+from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
+from hf_icot.training.run_folder import resume_mismatch, run_identity
+
+logger = logging.getLogger(__name__)
+
+#: Marks a rendered batch that ``max_len_train`` skips (popped before the model sees the batch).
+SKIP_KEY = "icot_skip"
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+class ICoTStateCallback(TrainerCallback, ExportableState):
+    """Carries the curriculum state through checkpoints (``trainer_state.json``)."""
+
+    def __init__(self, trainer: ICoTTrainer) -> None:
+        self.trainer = trainer
+
+    def state(self) -> dict[str, Any]:
+        trainer = self.trainer
+        return {
+            "args": {},
+            "attributes": {
+                "schedule": trainer.schedule.to_dict(),
+                "previous_step_without_cot": trainer._previous_step_without_cot,
+                "optimizer_resets": trainer._optimizer_resets,
+                "pace": trainer.schedule.state_dict(),
+                "run": run_identity(trainer.args),
+            },
+        }
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
+        if saved:
+            self.trainer._restore_curriculum_state(saved["attributes"], state.train_batch_size)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.trainer.schedule.needs_answer_accuracy:  # before the Trainer saves: the checkpoint holds the decision
+            self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
+
+
+class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, SafeRunMixin, Trainer):
+    """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
+
+    Args:
+        model, data_collator, train_dataset, eval_dataset, processing_class, …: as for ``Trainer``. The datasets
+            follow the shared schema (``question``, ``cot``, ``answer``, optional ``cot_level``); they are prepared
+            with :meth:`ICoTCollator.prepare_dataset` (tokenized once, ``example_id`` added, lengths checked).
+            ``processing_class`` (the tokenizer) is required; ``data_collator`` defaults to an ``ICoTCollator``.
+        args: an :class:`hf_icot.training.config.ICoTConfig`.
+        schedule: a :class:`hf_icot.curriculum.Schedule` overriding the one ``args`` describes.
+
+    After training, ``trainer.schedule.describe(trainer.state.max_steps)`` lists the stages (for a model card),
+    ``trainer.stage_metrics`` holds each stage's evaluation, and ``output_dir/stage-<i>`` each stage's last model
+    (with ``icot_schedule.json``: stage, last step, what it removes, metrics). Example::
+
+        tokenizer = build_word_level_tokenizer(dataset)  # or prepare_tokenizer_for_icot(gpt2_tokenizer, model)
+        args = ICoTConfig(output_dir="out", schedule="stepwise", remove_per_epoch=8, eval_modes=["implicit"])
+        trainer = ICoTTrainer(model=model, args=args, train_dataset=dataset["train"],
+                              eval_dataset=dataset["validation"], processing_class=tokenizer)
+        trainer.train()
+        metrics = trainer.evaluate_splits({"test": dataset["test"]})  # then save_run, create_model_card, push_to_hub
+
+    Raises:
+        ValueError: ``args`` not an ``ICoTConfig``, no tokenizer, a collator that is not an ``ICoTCollator``, a
+            dataset :meth:`ICoTCollator.prepare_dataset` rejects, or a tokenizer lacking a token the curriculum
+            inserts (placeholder, length hints).
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        args: ICoTConfig | None = None,
+        data_collator: ICoTCollator | None = None,
+        train_dataset: Any = None,
+        eval_dataset: Any = None,
+        processing_class: Any = None,
+        model_init: Any = None,
+        compute_loss_func: Any = None,
+        compute_metrics: Any = None,
+        callbacks: list[TrainerCallback] | None = None,
+        optimizers: tuple[Any, Any] = (None, None),
+        optimizer_cls_and_kwargs: Any = None,
+        preprocess_logits_for_metrics: Any = None,
+        schedule: Schedule | None = None,
+    ) -> None:
+        args = args if args is not None else ICoTConfig(output_dir="trainer_output")
+        if not isinstance(args, ICoTConfig):
+            raise ValueError(f"ICoTTrainer needs an ICoTConfig as args, got {type(args).__name__}.")
+        if processing_class is None:
+            raise ValueError("ICoTTrainer needs the tokenizer as processing_class to encode questions and CoTs.")
+        self.schedule = schedule if schedule is not None else schedule_from_config(args)
+        layout = self.schedule.layout
+        data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class, layout)
+        if not isinstance(data_collator, ICoTCollator):
+            raise ValueError(
+                f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
+            )
+        limit = context_length(model)
+        self.skipped_too_long = 0
+        with args.main_process_first(desc="hf_icot dataset preparation"):
+            if train_dataset is not None:
+                train_dataset, self.skipped_too_long = data_collator.prepare_dataset(
+                    train_dataset, limit, args.too_long, layout
+                )
+                if self.skipped_too_long:
+                    logger.warning(
+                        "skipped %d training examples longer than the model's context", self.skipped_too_long
+                    )
+            if isinstance(eval_dataset, dict):
+                eval_dataset = {
+                    name: data_collator.prepare_dataset(split, limit, args.too_long, layout)[0]
+                    for name, split in eval_dataset.items()
+                }
+            elif eval_dataset is not None:
+                eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, layout)[0]
+        if train_dataset is not None:
+            data_collator.require_tokens(self._inserted_tokens(train_dataset))
+        # The extent of the training data's CoTs: schedules end their curriculum where the longest CoT is gone.
+        self._max_cot_level = self._max_cot_tokens = self._max_cot_steps = None
+        if train_dataset is not None and "cot_level" in train_dataset.column_names:
+            self._max_cot_level = max((max(levels, default=0) for levels in train_dataset["cot_level"]), default=0)
+        if train_dataset is not None and len(train_dataset):
+            self._max_cot_tokens = max(train_dataset["n_cot_tokens"])
+            self._max_cot_steps = max(train_dataset["n_cot_steps"])
+
+        self._previous_step_without_cot = self._step_without_cot = False
+        self._optimizer_resets = 0
+        self._kept_tokens = 0.0
+        self._rendered_examples = 0
+        self._last_step = 0
+        self.stage_metrics: dict[int, dict[str, float]] = {}
+        callbacks = [ICoTStateCallback(self), *(callbacks or [])]
+        super().__init__(
+            model=model,
+            args=args,
+            data_collator=data_collator,
+            train_dataset=train_dataset,
+            eval_dataset=eval_dataset,
+            processing_class=processing_class,
+            model_init=model_init,
+            compute_loss_func=compute_loss_func,
+            compute_metrics=compute_metrics,
+            callbacks=callbacks,
+            optimizers=optimizers,
+            optimizer_cls_and_kwargs=optimizer_cls_and_kwargs,
+            preprocess_logits_for_metrics=preprocess_logits_for_metrics,
+        )
+        if args.max_len_train is not None and self.accelerator.num_processes > 1:
+            # Processes skip different batches, but DDP and FSDP reduce gradients in one backward over all of them.
+            raise ValueError(
+                f"max_len_train skips batches on one process at a time, which {self.accelerator.num_processes} "
+                "processes reducing gradients together cannot do; run on one process or unset max_len_train."
+            )
+        self.generation_eval = None
+        if args.generation_eval_steps is not None:
+            from hf_icot.diagnostics.generation_eval import GenerationEvalCallback
+
+            self.generation_eval = GenerationEvalCallback(
+                self,
+                args.generation_eval_steps,
+                args.eval_modes,
+                args.generation_eval_examples,
+                stop_at=args.stop_at_implicit_em,
+            )
+            self.add_callback(self.generation_eval)
+        self._register_teardown()
+
+    def _inserted_tokens(self, dataset: Any) -> list[str]:
+        """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
+        layout = self.schedule.layout
+        column = "n_cot_tokens" if layout.unit == "token" else "n_cot_steps"
+        return layout.inserted_tokens(max(dataset[column], default=0))
+
+    # -- curriculum ------------------------------------------------------------------------------------------------
+
+    def _bind_schedule(self, dataloader: Any) -> None:
+        # Without a dataloader length the Trainer reports max_steps as the epoch size, which means nothing here.
+        steps_per_epoch = None
+        if has_length(dataloader):
+            accumulation = self.args.gradient_accumulation_steps
+            steps_per_epoch = max(1, len(dataloader) // accumulation + int(len(dataloader) % accumulation > 0))
+        self.schedule.bind(steps_per_epoch, self._max_cot_level, self._max_cot_tokens, self._max_cot_steps)
+
+    def set_initial_training_values(self, args, dataloader):
+        values = super().set_initial_training_values(args, dataloader)
+        self._bind_schedule(dataloader)
+        return values
+
+    def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list[int]]:
+        examples = inputs["pending"].examples
+        specs = self.schedule.specs(
+            step,
+            [example["example_id"] for example in examples],
+            n_tokens=[example["n_cot_tokens"] for example in examples],
+            n_steps=[example["n_cot_steps"] for example in examples],
+            training=training,
+        )
+        batch, kept = self.data_collator.render_counted(examples, specs)
+        if training and self.schedule.needs_answer_accuracy:
+            self._mark_answer_tokens(batch, examples)
+        return batch, kept
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """Fetch the micro-batches of one optimizer step and truncate them for step ``state.global_step``; first close
+        the stage that ended with the previous step, and reset the optimizer if the schedule says so."""
+        step = self.state.global_step
+        if step > 0 and self.schedule.stage(step) != self.schedule.stage(step - 1):
+            # Here, rather than in on_step_end, so the Trainer's own log/save/evaluate of the last step is done.
+            self._end_stage(self.schedule.stage(step - 1))
+        pending, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if self.schedule.resets_optimizer_at(step) and not self._previous_step_without_cot:
+            self.reset_optimizer_state()
+        batches, without_cot = [], True
+        for inputs in pending:
+            batch, kept_per_example = self._render(inputs, step, training=True)
+            self._mark_long_batch(batch)
+            batches.append(batch)
+            kept = sum(kept_per_example)
+            without_cot = without_cot and kept == 0
+            self._kept_tokens += kept
+            self._rendered_examples += len(kept_per_example)
+        if self.schedule.resets_optimizer_at(step + 1):
+            # Whether the next reset is skipped must agree on every rank, whose batches differ.
+            flag = torch.tensor([int(without_cot)], device=self.args.device)
+            self._previous_step_without_cot = bool(self.accelerator.gather(flag).min().item())
+        self._last_step, self._step_without_cot = step, without_cot
+        return batches, self._get_num_items_in_batch(batches, device)
+
+    def reset_optimizer_state(self) -> None:
+        """Forget the optimizer's moments and step counts, as a freshly built AdamW would have them."""
+        optimizer = getattr(self.optimizer, "optimizer", self.optimizer)
+        optimizer.state.clear()
+        self._optimizer_resets += 1
+        logger.info(
+            "step %d: optimizer state reset (stage %d)",
+            self.state.global_step,
+            self.schedule.stage(self.state.global_step),
+        )
+
+    @property
+    def optimizer_resets(self) -> int:
+        """How many times the optimizer state was reset in this run (resumed runs included)."""
+        return self._optimizer_resets
+
+    def _restore_curriculum_state(self, saved: dict[str, Any], train_batch_size: int | None = None) -> None:
+        mismatch = resume_mismatch(saved, train_batch_size, self.args)
+        if mismatch is not None:
+            raise ValueError(mismatch)
+        stored = schedule_from_dict(saved["schedule"]).to_dict()
+        if stored != self.schedule.to_dict():
+            raise ValueError(
+                f"the checkpoint was trained with the schedule {stored}, but this run has {self.schedule.to_dict()}; "
+                "resume with the same curriculum, batch size and seed, or start a new run."
+            )
+        self._previous_step_without_cot = bool(saved["previous_step_without_cot"])
+        self._optimizer_resets = int(saved["optimizer_resets"])
+        self.schedule.load_state_dict(saved.get("pace", {}))
+
+    # -- training step ---------------------------------------------------------------------------------------------
+
+    def _mark_long_batch(self, batch: dict[str, Any]) -> None:
+        """Flag a batch longer than ``args.max_len_train`` after removal (the reference skips it)."""
+        limit = self.args.max_len_train
+        if limit is not None and batch["input_ids"].shape[1] > limit:
+            batch[SKIP_KEY] = True
+            self.skipped_long_batches = getattr(self, "skipped_long_batches", 0) + 1
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        if self.args.decay_all_parameters:  # the reference's torch.optim.AdamW decays every parameter
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        if inputs.pop(SKIP_KEY, False):
+            # No forward or backward: parameters without a gradient are left alone by the optimizer step.
+            return torch.zeros((), device=self.args.device)
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not torch.isfinite(loss).all():
+            step = self.state.global_step
+            last = self._last_checkpoint()
+            raise NonFiniteLossError(
+                f"the training loss is {loss.item()} at step {step} (stage {self.schedule.stage(step)}, "
+                f"{self.schedule.describe_stage(step)} removed); training stopped before the optimizer step, and the "
+                f"last good checkpoint is {last or 'none (none was saved)'}; lower the learning rate or slow the "
+                "curriculum and resume from it."
+            )
+        return loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self.state.global_step > 0:
+            step = self._last_step
+            logs["cot/stage"] = self.schedule.stage(step)
+            logs["cot/removed_tokens"] = self.schedule.removed_count(step)
+            if self._rendered_examples:
+                logs["cot/kept_tokens_mean"] = self._kept_tokens / self._rendered_examples
+            self._kept_tokens, self._rendered_examples = 0.0, 0
+            if self._optimizer_resets:
+                logs["cot/optimizer_resets"] = self._optimizer_resets
+            if getattr(self, "last_answer_accuracy", None) is not None:
+                logs["cot/answer_accuracy"] = self.last_answer_accuracy
+            if self.skipped_too_long:
+                logs["cot/skipped_too_long"] = self.skipped_too_long
+            if getattr(self, "skipped_long_batches", 0):
+                logs["cot/skipped_long_batches"] = self.skipped_long_batches
+        super().log(logs, start_time)
+
+    # -- evaluation ------------------------------------------------------------------------------------------------
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+        if "pending" in inputs:
+            if self.schedule.steps_per_epoch is None and self.train_dataset is not None:
+                self._bind_schedule(self.get_train_dataloader())  # evaluate() before train()
+            # Evaluation sees the curriculum of the last trained step, without its random parts.
+            inputs, _ = self._render(inputs, max(self.state.global_step - 1, 0), training=False)
+        return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys)
+
+    @property
+    def layout(self) -> SequenceLayout:
+        """How this run's sequences are laid out (the schedule's): what generation must reproduce."""
+        return self.schedule.layout
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
+        """``Trainer.train``, then the end of the last stage (saved and evaluated like the others).
+
+        ``resume_from_checkpoint``: a checkpoint folder, or True for the last complete one in ``args.output_dir``
+        (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.resolve_resume`).
+
+        Raises:
+            ValueError: an incomplete checkpoint, True with no complete checkpoint, or a checkpoint written with
+                another schedule, seed or batch size.
+        """
+        resume_from_checkpoint = self.resolve_resume(resume_from_checkpoint)
+        if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
+            self._previous_step_without_cot, self._optimizer_resets = False, 0
+            self.schedule.load_state_dict({})
+        output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+        if self.state.global_step > 0:
+            self._end_stage(self.schedule.stage(self.state.global_step - 1))
+        return output
+
+    def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:
+        super()._save(output_dir, state_dict)
+        if output_dir is not None and self.args.should_save:
+            with open(os.path.join(output_dir, SCHEDULE_FILE), "w", encoding="utf-8") as stream:
+                json.dump({"schedule": self.schedule.to_dict()}, stream, indent=2, sort_keys=True)
