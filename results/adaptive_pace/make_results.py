@@ -2,7 +2,8 @@
 
 python results/adaptive_pace/make_results.py [--runs results/adaptive_pace/runs] [--out results/adaptive_pace]
 
-Every run folder under ``--runs`` holds what ``run_all.sh`` copied: ``run.json`` (its command), ``training_log.json``
+Every run folder under ``--runs`` holds its command (``run.json`` for the first runs, the harness's ``sweep.json``
+since), ``training_log.json``
 (the trainer's log: the curriculum every 50 steps, the implicit exact match of the 500 validation questions every
 100 steps, with the training examples seen) and ``eval_results.json`` (the final scores on validation and test). It
 writes
@@ -16,7 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
+
+from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
+from hf_icot.studies.report import markdown_table, pyplot, read_json, record_folders
+from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
 BARS = (0.9, 0.99)
@@ -32,19 +38,21 @@ def load_runs(folder: Path) -> list[dict]:
         ValueError: a folder without records, or a record missing one of its three files.
     """
     runs = []
-    for path in sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []:
-        missing = [
-            name for name in ("run.json", "training_log.json", "eval_results.json") if not (path / name).is_file()
-        ]
+    for path in record_folders(folder):
+        missing = [name for name in (TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
         if missing:
-            raise ValueError(f"run record {path} lacks {', '.join(missing)}; rerun it with run_all.sh.")
-        run = json.loads((path / "run.json").read_text())
-        run["log"] = json.loads((path / "training_log.json").read_text())
-        run["final"] = json.loads((path / "eval_results.json").read_text())
+            raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
+        # the first runs' own record (run.json), or the harness's (sweep.json: its command as a list)
+        run = read_json(path / "run.json") or read_json(path / RECORD_FILE)
+        run["command"] = run["command"] if isinstance(run["command"], str) else shlex.join(run["command"])
+        run["log"] = read_json(path / TRAINING_LOG_FILE)
+        run["final"] = read_json(path / EVAL_RESULTS_FILE)
         run["task"], run["kind"] = path.name.split("_", 1)
         runs.append(run)
     if not runs:
-        raise ValueError(f"no run records under {folder}; run results/adaptive_pace/run_all.sh first.")
+        raise ValueError(
+            f"no run records under {folder}; run `python -m hf_icot.studies run results/adaptive_pace` first."
+        )
     order = {"adaptive": 0, "fixed": 1, "e2e": 2}
     return sorted(runs, key=lambda r: (r["task"], order[family(r)], pace_steps(r) or 0, r["kind"]))
 
@@ -149,49 +157,46 @@ def _count(value: float | None, trained: float) -> str:
 def table(summary: dict) -> str:
     lines = []
     for task in summary.values():
-        lines += [
-            f"### {task['title']}",
-            "",
-            "| run | CoT gone at (examples) | examples to ≥ 90% | examples to ≥ 99% | best validation EM | "
-            "test implicit EM (end) | examples trained |",
-            "|---|---|---|---|---|---|---|",
-        ]
+        rows = []
         for row in task["runs"]:
             trained = row["trained_examples"]
             gone = f"{row['cot_gone_at']:,.0f}" if row["cot_gone_at"] is not None else "never"
-            gone = "— (no CoT)" if row["run"].endswith("_e2e") else gone
-            lines.append(
-                f"| {row['label']} | {gone} | {_count(row['examples_to_0.9'], trained)} | "
-                f"{_count(row['examples_to_0.99'], trained)} | {row['best_validation_em']:.3f} | "
-                f"{row['test_implicit_em']:.3f} | {trained:,.0f} |"
+            rows.append(
+                {
+                    "run": row["label"],
+                    "CoT gone at (examples)": "— (no CoT)" if row["run"].endswith("_e2e") else gone,
+                    "examples to ≥ 90%": _count(row["examples_to_0.9"], trained),
+                    "examples to ≥ 99%": _count(row["examples_to_0.99"], trained),
+                    "best validation EM": f"{row['best_validation_em']:.3f}",
+                    "test implicit EM (end)": f"{row['test_implicit_em']:.3f}",
+                    "examples trained": f"{trained:,.0f}",
+                }
             )
-        lines.append("")
+        lines += [f"### {task['title']}", "", markdown_table(rows)]
         for bar, entry in task["adaptive_vs_best_fixed"].items():
-            percent = f"{float(bar):.0%}"
-            if entry["ratio"] is not None:
-                lines.append(
-                    f"* ≥ {percent}: the best fixed pace ({entry['best_fixed']}) needed {entry['ratio']:.2f}× the "
-                    f"examples of the best adaptive one ({entry['best_adaptive']})."
-                )
-            elif entry["ratio_at_least"] is not None:
-                lines.append(
-                    f"* ≥ {percent}: no fixed pace reached it; their budget was {entry['ratio_at_least']:.2f}× the "
-                    f"examples {entry['best_adaptive']} needed (a lower bound on the ratio)."
-                )
-            elif entry["best_fixed"] is not None:
-                lines.append(f"* ≥ {percent}: no adaptive pace reached it; {entry['best_fixed']} did.")
-            else:
-                lines.append(f"* ≥ {percent}: neither an adaptive nor a fixed pace reached it, so there is no ratio.")
+            lines.append(_ratio_line(f"{float(bar):.0%}", entry))
         lines.append("")
     return "\n".join(lines)
 
 
+def _ratio_line(percent: str, entry: dict) -> str:
+    if entry["ratio"] is not None:
+        return (
+            f"* ≥ {percent}: the best fixed pace ({entry['best_fixed']}) needed {entry['ratio']:.2f}× the examples of "
+            f"the best adaptive one ({entry['best_adaptive']})."
+        )
+    if entry["ratio_at_least"] is not None:
+        return (
+            f"* ≥ {percent}: no fixed pace reached it; their budget was {entry['ratio_at_least']:.2f}× the examples "
+            f"{entry['best_adaptive']} needed (a lower bound on the ratio)."
+        )
+    if entry["best_fixed"] is not None:
+        return f"* ≥ {percent}: no adaptive pace reached it; {entry['best_fixed']} did."
+    return f"* ≥ {percent}: neither an adaptive nor a fixed pace reached it, so there is no ratio."
+
+
 def plot(summary: dict, runs: list[dict], out: Path) -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     written = []
     for task_name, task in summary.items():
         task_runs = [run for run in runs if run["task"] == task_name]
@@ -227,7 +232,7 @@ def plot(summary: dict, runs: list[dict], out: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (run_all.sh's)")
+    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
     parser.add_argument("--out", type=Path, default=HERE, help="where table.md, summary.json and the PNGs go")
     args = parser.parse_args(argv)
     runs = load_runs(args.runs)

@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
     from marginals import diagnostic_rows
+    from marginals_layout import encode_answer_only
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from datasets_builder import build_dataset
-    from hf_icot.answer_only import encode_answer_only
     from hf_icot.diagnostics import hessian_curvature_along, hessian_extremes
 
     run = Path(args.run)

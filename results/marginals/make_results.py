@@ -1,8 +1,8 @@
-"""Tables and plots of results/marginals/ from the run folders that results/marginals/run_all.sh writes.
+"""Tables and plots of results/marginals/ from the run records the harness keeps (results/marginals/runs.yaml).
 
     python results/marginals/make_results.py --runs outputs/marginals --out results/marginals
 
-Every run folder holds ``run.json``, ``log_history.json``, ``diagnostics.csv`` and (bz_to_a) ``group_accuracy.csv``
+Every run folder holds ``run.json``, ``training_log.json``, ``diagnostics.csv`` and (bz_to_a) ``group_accuracy.csv``
 and ``ablation.json`` (:mod:`recipes.marginals`); the base run may hold ``hessian.csv``
 (``hessian_around_tau.py``). Writes:
 
@@ -29,11 +29,12 @@ import json
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from hf_icot.publishing.run_files import TRAINING_LOG_FILE
+from hf_icot.studies.report import pyplot, read_json, write_table
+
+plt = pyplot()
 
 #: a measured Δz counts as "on" above this fraction of log K; a series' onset is its first step past the midpoint
 #: between its start and its final value.
@@ -59,12 +60,10 @@ def load_run(folder: Path) -> dict:
     run["diagnostics"] = _read_csv(folder / "diagnostics.csv")
     run["groups"] = _read_csv(folder / "group_accuracy.csv")
     run["hessian"] = _read_csv(folder / "hessian.csv")
-    history = json.loads((folder / "log_history.json").read_text(encoding="utf-8"))
+    history = json.loads((folder / TRAINING_LOG_FILE).read_text(encoding="utf-8"))
     run["losses"] = [(entry["step"], entry["loss"]) for entry in history if "loss" in entry]
-    ablation = folder / "ablation.json"
-    run["ablation"] = json.loads(ablation.read_text(encoding="utf-8")) if ablation.exists() else None
-    wall = folder / "wall_time.json"
-    run["wall_s"] = json.loads(wall.read_text(encoding="utf-8"))["wall_s"] if wall.exists() else None
+    run["ablation"] = read_json(folder / "ablation.json")
+    run["wall_s"] = (read_json(folder / "wall_time.json") or {}).get("wall_s")
     return run
 
 
@@ -168,17 +167,6 @@ def summarise(run: dict) -> dict:
     else:
         row["max_zero_ablation"] = ""
     return row
-
-
-def _write_table(rows: list[dict], out: Path, name: str) -> None:
-    columns = list(rows[0])
-    with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as stream:
-        writer = csv.DictWriter(stream, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def sweeps(runs: list[dict], base: dict) -> dict[str, list[dict]]:
@@ -386,7 +374,7 @@ def plot_setup(groups: dict, out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", required=True, help="Folder of run folders (results/marginals/run_all.sh's OUT).")
+    parser.add_argument("--runs", required=True, help="Folder of run records (results/marginals/runs) or run folders.")
     parser.add_argument("--out", required=True, help="Where the tables and plots go.")
     parser.add_argument("--base", default="K=10,n_b=200,lr=0.001,batch=128", help="The base point of the sweeps.")
     args = parser.parse_args(argv)
@@ -396,19 +384,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         base[key] = float(value) if key == "lr" else int(value)
     folders = sorted(p.parent for p in Path(args.runs).glob("*/run.json"))
     if not folders:
-        raise SystemExit(f"error: {args.runs} holds no run folders with run.json; run results/marginals/run_all.sh.")
+        raise SystemExit(
+            f"error: {args.runs} holds no run folders with run.json; run `python -m hf_icot.studies run results/marginals`."
+        )
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     runs = [load_run(folder) for folder in folders]
     rows = [summarise(run) for run in runs]
-    _write_table(rows, out, "runs")
+    write_table(rows, out, "runs")
 
     groups = sweeps(runs, base)
     d_points = [(r["dataset_size"], r["tau"]) for r in groups["D"] if r["tau"]]
     fit = None
     if len({d for d, _ in d_points}) >= 2:
         fit = fit_power_law(np.array([d for d, _ in d_points], float), np.array([t for _, t in d_points], float))
-        _write_table([fit], out, "tau_fit")
+        write_table([fit], out, "tau_fit")
     plot_loss_curves(groups, out)
     base_runs = [r for r in groups["seed"] if r["seed"] == 0]
     if base_runs:
@@ -422,7 +412,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 plot_group_heatmap(largest, out, "group_heatmap_largest_d.png")
         if base_runs[0]["hessian"]:
             plot_hessian(base_runs[0], out)
-            _write_table([{k: round(v, 5) for k, v in r.items()} for r in base_runs[0]["hessian"]], out, "hessian")
+            write_table([{k: round(v, 5) for k, v in r.items()} for r in base_runs[0]["hessian"]], out, "hessian")
     plot_tau_vs(groups, "D", lambda r: r["dataset_size"], "D = K · n_b", "τ against dataset size (K = base K)",
                 out / "tau_vs_d.png", fit)  # fmt: skip
     fig_k = {**groups, "K_all": groups["K_fixed_n_b"] + groups["K_fixed_D"]}

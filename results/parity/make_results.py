@@ -1,4 +1,4 @@
-"""Tables and plots of results/parity/ from the run folders that results/parity/run_all.sh writes.
+"""Tables and plots of results/parity/ from the run folders the harness writes (results/parity/runs.yaml).
 
     python results/parity/make_results.py --runs outputs/parity --out results/parity
 
@@ -13,15 +13,14 @@ the data seed 0, so the secret support is recomputed from (n_bits, k, seed 0).
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 from pathlib import Path
 
-import matplotlib
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
+from hf_icot.studies.report import fmt, pyplot, read_json, write_table
+
+plt = pyplot()
 
 RUNS = {  # run -> (group, model, curriculum)
     "a_log_icot": ("A", "A: gated Log-ICoT transformer", "Log-ICoT (log2 k + 1 stages)"),
@@ -37,27 +36,6 @@ RUNS = {  # run -> (group, model, curriculum)
 }
 
 
-def _json(path: Path):
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _write_table(rows: list[dict], out: Path, name: str) -> None:
-    if not rows:
-        return
-    columns = list(rows[0])
-    with open(out / f"{name}.csv", "w", newline="") as stream:
-        writer = csv.DictWriter(stream, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(row[c]) for c in columns) + " |" for row in rows]
-    (out / f"{name}.md").write_text("\n".join(lines) + "\n")
-
-
-def _fmt(value) -> str:
-    return "" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 def _last(log: list[dict], key: str):
     values = [entry[key] for entry in log if key in entry]
     return values[-1] if values else None
@@ -65,12 +43,12 @@ def _last(log: list[dict], key: str):
 
 def summary_row(name: str, folder: Path) -> dict:
     group, model, curriculum = RUNS[name]
-    config = _json(folder / "config.json") or {}
-    log = _json(folder / "training_log.json") or []
-    results = _json(folder / "eval_results.json") or {}
-    stages = _json(folder / "stages.json") or []
+    config = read_json(folder / "config.json") or {}
+    log = read_json(folder / TRAINING_LOG_FILE) or []
+    results = read_json(folder / EVAL_RESULTS_FILE) or {}
+    stages = read_json(folder / STAGES_FILE) or []
     steps = max((entry.get("step", 0) for entry in log), default=0)
-    args = _json(folder / "training_args.json") or {}
+    args = read_json(folder / "training_args.json") or {}
     batch = args.get("per_device_train_batch_size", 128)
     mlp = config.get("model_type") == "parity_mlp"
     return {
@@ -83,13 +61,13 @@ def summary_row(name: str, folder: Path) -> dict:
         "stages": len(stages) if stages else ("1 (mixture)" if mlp else ""),
         "steps": steps,
         "samples": steps * batch,
-        "wall_s": (_json(folder / "wall_time.json") or {}).get("wall_s"),
-        "test implicit answer EM (generation)": _fmt(
+        "wall_s": (read_json(folder / "wall_time.json") or {}).get("wall_s"),
+        "test implicit answer EM (generation)": fmt(
             results.get("test/shown=0/answer_acc" if mlp else "test/implicit/answer_em")
         ),
-        "test explicit answer EM": _fmt(None if mlp else results.get("test/explicit/answer_em")),
-        "test explicit CoT EM": _fmt(None if mlp else results.get("test/explicit/cot_em")),
-        "val answer acc, CoT removed (teacher-forced, end)": _fmt(
+        "test explicit answer EM": fmt(None if mlp else results.get("test/explicit/answer_em")),
+        "test explicit CoT EM": fmt(None if mlp else results.get("test/explicit/cot_em")),
+        "val answer acc, CoT removed (teacher-forced, end)": fmt(
             _last(log, "eval_answer_acc" if mlp else "eval_answer_acc_no_cot")
         ),
     }
@@ -106,7 +84,7 @@ def plot_group(group: str, names: list[str], runs: Path, out: Path) -> None:
     figure, (loss_axis, acc_axis) = plt.subplots(1, 2, figsize=(13, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for index, name in enumerate(names):
-        log = _json(runs / name / "training_log.json") or []
+        log = read_json(runs / name / TRAINING_LOG_FILE) or []
         color = colors[index % len(colors)]
         label = RUNS[name][2]
         mlp = any("eval_answer_acc" in entry for entry in log)
@@ -121,7 +99,7 @@ def plot_group(group: str, names: list[str], runs: Path, out: Path) -> None:
             points = [(e["step"], e["eval_answer_acc_stage"]) for e in log if "eval_answer_acc_stage" in e]
             if points:
                 acc_axis.plot(*zip(*points), color=color, linestyle=":", label=f"{label}: stage layout")
-        for stage in (_json(runs / name / "stages.json") or [])[1:]:
+        for stage in (read_json(runs / name / STAGES_FILE) or [])[1:]:
             for axis in (loss_axis, acc_axis):
                 axis.axvline(stage["start_step"], color=color, linestyle="--", alpha=0.35, linewidth=0.8)
     loss_axis.set(title=f"{group}: validation loss (current stage's layout)", xlabel="optimizer step", ylabel="loss")
@@ -142,14 +120,14 @@ def attention_rows(name: str, runs: Path, out: Path) -> list[dict]:
     whose two largest weights are on their two children."""
     from transformers import AutoModelForCausalLM
 
-    import hf_icot.models  # noqa: F401  (registers the theory models)
+    import hf_icot.modeling.theory  # noqa: F401  (registers the theory models)
     from datasets_builder.tasks.parity import Params, secret_support
-    from hf_icot.models.log_icot_parity import tree_levels
+    from hf_icot.modeling.theory.log_icot_parity import tree_levels
 
     folder = runs / name
     if not (folder / "model.safetensors").is_file():
         return []
-    if _json(folder / "config.json").get("model_type") not in ("log_icot_parity", "linear_attention_parity"):
+    if read_json(folder / "config.json").get("model_type") not in ("log_icot_parity", "linear_attention_parity"):
         return []
     model = AutoModelForCausalLM.from_pretrained(folder)
     c = model.config
@@ -207,24 +185,24 @@ def main() -> None:
     options = parser.parse_args()
     runs, out = Path(options.runs), Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
-    present = [name for name in RUNS if (runs / name / "eval_results.json").is_file()]
-    _write_table([summary_row(name, runs / name) for name in present], out, "summary")
+    present = [name for name in RUNS if (runs / name / EVAL_RESULTS_FILE).is_file()]
+    write_table([summary_row(name, runs / name) for name in present], out, "summary")
     mlp_rows = []
     for name in present:
-        results = _json(runs / name / "eval_results.json")
+        results = read_json(runs / name / EVAL_RESULTS_FILE)
         if any("shown=" in key for key in results):
             k = max(int(key.split("shown=")[1].split("/")[0]) for key in results) + 1
             row = {"run": name}
-            row.update({f"test acc, {i} shown": _fmt(results[f"test/shown={i}/answer_acc"]) for i in range(k)})
+            row.update({f"test acc, {i} shown": fmt(results[f"test/shown={i}/answer_acc"]) for i in range(k)})
             mlp_rows.append(row)
-    _write_table(mlp_rows, out, "mlp_by_shown")
+    write_table(mlp_rows, out, "mlp_by_shown")
     groups: dict[str, list[str]] = {}
     for name in present:
         groups.setdefault(RUNS[name][0], []).append(name)
     for group, names in groups.items():
         plot_group(group, names, runs, out)
     attention = [row for name in present for row in attention_rows(name, runs, out)]
-    _write_table(attention, out, "children")
+    write_table(attention, out, "children")
 
 
 if __name__ == "__main__":

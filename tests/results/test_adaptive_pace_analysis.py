@@ -19,7 +19,7 @@ def _analysis():
 
 
 def _write_run(root: Path, name: str, scores: list[float], gone_at: int | None, every: int = 10):
-    """A record in run_all.sh's format: implicit EM ``scores`` every ``every`` steps, the CoT (4 tokens) gone from
+    """A record in the first runs' format: implicit EM ``scores`` every ``every`` steps, the CoT (4 tokens) gone from
     step ``gone_at`` on, the curriculum logged every 5 steps."""
     folder = root / name
     folder.mkdir(parents=True)
@@ -97,7 +97,7 @@ def test_examples_to_each_bar_and_the_ratio_to_the_best_fixed_pace(records):
 def test_a_record_missing_a_file_is_named(records):
     (records / "runs" / "mult_e2e" / "eval_results.json").unlink()
     with pytest.raises(
-        ValueError, match=r"run record .*mult_e2e lacks eval_results\.json; rerun it with run_all\.sh\."
+        ValueError, match=r"run record .*mult_e2e lacks eval_results\.json; run it again through the harness\."
     ):
         _analysis().main(["--runs", str(records / "runs"), "--out", str(records / "out")])
     with pytest.raises(ValueError, match="no run records under"):

@@ -47,7 +47,7 @@ def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: int, lr=0.001, b
         for s in steps:
             writer.writerow([s] + [1.0 if s >= tau else 0.1] * 4)
     losses = [{"step": s, "loss": 0.01 if s >= tau else log_k / 5} for s in steps[1:]]
-    (folder / "log_history.json").write_text(json.dumps(losses))
+    (folder / "training_log.json").write_text(json.dumps(losses))
     (folder / "ablation.json").write_text(json.dumps({"zero": [[0.0, 2.5], [0.1, 0.0]], "mean": [[0, 1], [0, 0]]}))
 
 
@@ -85,7 +85,7 @@ def test_tables_and_plots_from_the_fixture(runs: Path, tmp_path: Path) -> None:
 
 
 def test_no_run_folders_is_one_sentence(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match=r"holds no run folders with run.json; run results/marginals/run_all.sh"):
+    with pytest.raises(SystemExit, match=r"holds no run folders with run.json; run `python -m hf_icot.studies run results/marginals`"):
         _analysis().main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
 
 
