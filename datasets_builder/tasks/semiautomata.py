@@ -1,8 +1,11 @@
 """Semiautomata: the question is a sequence of input symbols, the CoT the state after each one, the answer the last.
 
-Three kinds share one transition-table machine:
+Four kinds share one transition-table machine:
 
 * ``counter``: the cyclic counter C_n, inputs ``0`` (stay) and ``1`` (increment), states ``0 .. n-1`` from ``0``;
+* ``cyclic``: the cyclic group C_n acting on itself, inputs ``0 .. n-1`` (add that much modulo n), states ``0 .. n-1``
+  from ``0``; the final state is the sum of the inputs modulo n, which counting the two inputs of a counter cannot
+  give;
 * ``s3``: the symmetric group S_3 acting on itself. Elements are permutations of {0, 1, 2} in one-line notation
   (``"120"`` maps 0 to 1, 1 to 2, 2 to 0); the state starts at the identity ``"012"`` and
   ``state_t = state_{t-1} ∘ input_t``, i.e. ``state_t[x] = state_{t-1}[input_t[x]]`` (apply the input first);
@@ -43,7 +46,7 @@ DESCRIPTION = (
     "input sequence appears in two splits."
 )
 
-KINDS = ("counter", "s3", "table")
+KINDS = ("counter", "cyclic", "s3", "table")
 TABLE_KEYS = ("states", "inputs", "start", "transitions")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_]+")
 
@@ -76,6 +79,15 @@ def cyclic_counter(modulus: int) -> Semiautomaton:
     states = tuple(str(s) for s in range(modulus))
     rule = f"state_t = (state_(t-1) + input_t) mod {modulus}; input 0 = stay, 1 = increment; start 0"
     return Semiautomaton(f"counter_c{modulus}", states, ("0", "1"), 0, delta, rule)
+
+
+def cyclic_group(modulus: int) -> Semiautomaton:
+    """C_n acting on itself: input i adds i modulo ``modulus``."""
+    values = np.arange(modulus)
+    delta = ((values[:, None] + values[None, :]) % modulus).astype(np.int32)
+    states = tuple(str(s) for s in range(modulus))
+    rule = f"state_t = (state_(t-1) + input_t) mod {modulus}; inputs 0..{modulus - 1}; start 0"
+    return Semiautomaton(f"cyclic_c{modulus}", states, states, 0, delta, rule)
 
 
 def final_states(machine: Semiautomaton, length: int) -> list[int]:
@@ -186,9 +198,10 @@ class Params:
     """What a semiautomaton dataset is built from."""
 
     kind: str = field(
-        default="counter", metadata={"help": "Semiautomaton: 'counter', 's3' or 'table'.", "choices": KINDS}
+        default="counter",
+        metadata={"help": "Semiautomaton: 'counter', 'cyclic' (C_n on itself), 's3' or 'table'.", "choices": KINDS},
     )
-    modulus: int = field(default=2, metadata={"help": "States of the cyclic counter (>= 2; counter only)."})
+    modulus: int = field(default=2, metadata={"help": "States of C_n (>= 2; counter and cyclic only)."})
     table_path: str = field(default="", metadata={"help": "JSON table file (table only)."})
     length: int = field(default=32, metadata={"help": "Input symbols per question T (>= 1); also the CoT steps."})
     train_size: int = field(default=100_000, metadata={"help": "Examples in the train split (>= 1)."})
@@ -211,8 +224,8 @@ class Params:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r} is unknown; allowed: {', '.join(KINDS)}.")
-        if self.kind == "counter" and (not isinstance(self.modulus, int) or self.modulus < 2):
-            raise ValueError(f"modulus={self.modulus!r} is not allowed; a cyclic counter needs at least 2 states.")
+        if self.kind in ("counter", "cyclic") and (not isinstance(self.modulus, int) or self.modulus < 2):
+            raise ValueError(f"modulus={self.modulus!r} is not allowed; C_n needs at least 2 states.")
         if self.kind == "table" and not self.table_path:
             raise ValueError("kind='table' needs table_path, the JSON file of the semiautomaton.")
         if self.kind != "table" and self.table_path:
@@ -245,6 +258,8 @@ class Params:
     def semiautomaton(self) -> Semiautomaton:
         if self.kind == "counter":
             return cyclic_counter(self.modulus)
+        if self.kind == "cyclic":
+            return cyclic_group(self.modulus)
         if self.kind == "s3":
             return symmetric_group_s3()
         return load_table(self.table_path)
@@ -272,8 +287,8 @@ class Params:
         return laws
 
     def config_name(self) -> str:
-        if self.kind == "counter":
-            return f"counter_c{self.modulus}_t{self.length}"
+        if self.kind in ("counter", "cyclic"):
+            return f"{self.kind}_c{self.modulus}_t{self.length}"
         if self.kind == "s3":
             return f"s3_t{self.length}"
         stem = re.sub(r"[^A-Za-z0-9]+", "_", Path(self.table_path).stem).strip("_") or "custom"

@@ -280,3 +280,21 @@ def test_contract_surface():
     details = card_details(Params(kind="s3", length=8, train_size=100))
     assert "state_t = state_(t-1) ∘ input_t" in details["transition rule"]
     assert details["states"] == "012 021 102 120 201 210"
+
+
+def test_the_cyclic_group_acting_on_itself_ends_at_the_sum_of_the_inputs_mod_n() -> None:
+    from datasets_builder import build_dataset
+
+    dataset, info = build_dataset(
+        "semiautomaton",
+        {"kind": "cyclic", "modulus": 5, "length": 6, "train_size": 40, "test_size": 8, "ood_size": 8,
+         "ood_weights": ["stay=6,1,1,1,1"]},
+    )  # fmt: skip
+    assert info["config"] == "cyclic_c5_t6" and set(dataset) == {"train", "test", "test_ood_stay"}
+    for example in dataset["train"]:
+        inputs = [int(x) for x in example["question"].split()]
+        running = [sum(inputs[: t + 1]) % 5 for t in range(6)]
+        assert example["cot"] == [str(s) for s in running] and example["answer"] == str(running[-1])
+    assert {x for e in dataset["train"] for x in e["question"].split()} == {"0", "1", "2", "3", "4"}
+    with pytest.raises(ValueError, match=r"^modulus=1 is not allowed; C_n needs at least 2 states\.$"):
+        build_dataset("semiautomaton", {"kind": "cyclic", "modulus": 1})
