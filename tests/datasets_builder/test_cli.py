@@ -139,7 +139,7 @@ def test_one_state_semiautomaton_is_refused_like_modulus_1(capsys, tmp_path):
         r"every answer is the same\."
     )  # fmt: skip
     code, _, err = run_main([*argv, "--kind", "counter", "--modulus", "1", "--out", str(tmp_path / "c")], capsys)
-    one_line_error(code, err, r"modulus=1 is not allowed; a cyclic counter needs at least 2 states\.")
+    one_line_error(code, err, r"modulus=1 is not allowed; C_n needs at least 2 states\.")
     assert not (tmp_path / "t").exists() and not (tmp_path / "c").exists()
 
 

@@ -168,8 +168,8 @@ def test_deterministic_to_the_parquet_byte(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"kind": "dfa"}, "kind='dfa' is unknown; allowed: counter, s3, table"),
-        ({"modulus": 1}, "modulus=1 is not allowed; a cyclic counter needs at least 2 states"),
+        ({"kind": "dfa"}, "kind='dfa' is unknown; allowed: counter, cyclic, s3, table"),
+        ({"modulus": 1}, "modulus=1 is not allowed; C_n needs at least 2 states"),
         ({"kind": "table"}, "kind='table' needs table_path"),
         ({"table_path": "x.json"}, "table_path='x.json' is only used with kind='table'"),
         ({"length": 0}, "length=0 is not allowed; a question needs at least 1 input symbol"),

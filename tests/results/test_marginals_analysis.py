@@ -85,7 +85,9 @@ def test_tables_and_plots_from_the_fixture(runs: Path, tmp_path: Path) -> None:
 
 
 def test_no_run_folders_is_one_sentence(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match=r"holds no run folders with run.json; run `python -m hf_icot.studies run results/marginals`"):
+    with pytest.raises(
+        SystemExit, match=r"holds no run folders with run.json; run `python -m hf_icot.studies run results/marginals`"
+    ):
         _analysis().main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
 
 
