@@ -134,7 +134,7 @@ def test_curricula_remove_two_states_per_stage_and_record_each_stage(tmp_path: P
 @pytest.mark.parametrize(
     ("task_args", "model", "extra", "message"),
     [
-        ({**TASK_ARGS, "kind": "s4"}, MODEL, [], "kind='s4' is unknown; allowed: counter, s3, table."),
+        ({**TASK_ARGS, "kind": "s4"}, MODEL, [], "kind='s4' is unknown; allowed: counter, cyclic, s3, table."),
         (TASK_ARGS, MODEL, ["--eval_splits", "test_ood_p0_5"], "--eval_splits names 'test_ood_p0_5', which the"),
         (
             TASK_ARGS,
