@@ -78,3 +78,43 @@ def test_the_papers_config_uses_the_theory_learning_rate_and_batch() -> None:
     assert config["per_device_train_batch_size"] == n**3 and config["optim"] == "sgd"
     assert config["task_args"]["train_size"] == config["max_steps"] * n**3, "a fresh batch at every step"
     assert config["stage_length"] == 1 and config["stage_unit"] == "steps", "one step per stage"
+
+
+def test_model_b_internalizes_its_chain_solution_only_when_removed_steps_read_its_own_output() -> None:
+    """The chain solution set by hand (1/2 on each step's two inputs): with every step removed it still answers when
+    a removed position reads what the model computed there, and is at chance when it reads 0."""
+    from hf_icot.modeling.theory.linear_attention_parity import (
+        LinearAttentionParityConfig,
+        LinearAttentionParityModel,
+        chain_learning_rate,
+    )
+
+    n, k = 10, 4
+    support = secret_support(Params(n_bits=n, k=k, cot_layout="chain", train_size=1, validation_size=1, test_size=1))
+    generator = torch.Generator().manual_seed(0)
+    bits = torch.randint(0, 2, (256, n), generator=generator)
+    truth = (1 - 2 * bits.float())[:, support].prod(1)
+    accuracy = {}
+    for reads in ("zero", "computed"):
+        model = LinearAttentionParityModel(LinearAttentionParityConfig(n_bits=n, k=k, removed_reads=reads))
+        first, weights = n + 1, torch.zeros_like(model.w_kq)
+        weights[first, support[:2]] = 0.5
+        for j in range(1, k - 1):
+            weights[first + j, [first + j - 1, support[j + 1]]] = 0.5
+        model.w_kq.data.copy_(weights)
+        c = model.config
+        ids = torch.full((256, n + k + 4), c.placeholder_token_id)  # every step removed
+        ids[:, :n] = torch.where(bits == 1, c.one_token_id, c.zero_token_id)
+        with torch.no_grad():
+            accuracy[reads] = (model.compute(ids)["h"][:, n + k - 1].sign() == truth).float().mean().item()
+    assert accuracy["computed"] == 1.0 and 0.35 < accuracy["zero"] < 0.65
+    assert chain_learning_rate(6) == pytest.approx(9 / (8 * math.pi))
+    chain = LinearAttentionParityModel(LinearAttentionParityConfig(n_bits=n, k=k, init="chain")).w_kq
+    chain = chain.detach()
+    assert (
+        chain[n + 2, n + 1] == 0.5
+        and chain[n + 2].sum() == 0.5
+        and chain[n + 1, :n].sum().item() == pytest.approx(1.0)
+    )
+    with pytest.raises(ValueError, match=r"^removed_reads='ones' is unknown; allowed: zero, computed\.$"):
+        LinearAttentionParityConfig(removed_reads="ones")
