@@ -47,7 +47,7 @@ from semiautomata_runs import (
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
 from hf_icot.studies.claims import update_ledger
-from hf_icot.studies.report import fmt, write_table
+from hf_icot.studies.report import fmt, read_json, write_table
 
 
 def _verdict(agree: bool | None, disagree: bool | None) -> str:
@@ -258,7 +258,16 @@ def run_commands(study: Path) -> str:
 def regime_facts(found: list[dict[str, Any]], table: str, verdicts: dict[str, Any]) -> dict[str, str]:
     """The README's second-round placeholders: the regime table, rule R's choice and A2."""
     point = regime.chosen(found)
+    cost = read_json(Path(__file__).parent / "paper" / "cost_estimate.json")
+    if cost:
+        steps = "; ".join(f"{c['cpu_s_per_step']:.1f} s per step at depth {c['depth']}" for c in cost["shapes"])
+        cpu_step = f"{steps} ({cost['threads']} threads, timed at batch {cost['timed_batch']} and scaled to 256)"
+        cpu_hours = " / ".join(f"{c['cpu_hours_per_run']:,.0f}" for c in cost["shapes"])
+    else:
+        cpu_step, cpu_hours = "(not measured yet)", "(not measured yet)"
     return {
+        "paper_cpu_step": cpu_step,
+        "paper_cpu_hours": cpu_hours,
         "regime_table": table,
         "regime_runs": str(sum(p["cot_seeds"] + p["e2e_seeds"] for p in found)),
         "regime_chosen": f"{point['automaton']} at T = {point['T']}" if point else "none yet",
