@@ -3,7 +3,9 @@ seeds (``points.csv``); the figures every table, plot and claim of ``make_result
 
 Times are in optimiser steps. A crossing (τ, the step the training loss falls below 0.05) is interpolated linearly
 between the two measurements around it — in the loss for τ, in log loss for the training loss, whose fall is
-exponential — so its resolution is finer than the measurement interval; ``tau_resolution`` keeps that interval.
+exponential — so its resolution is finer than the measurement interval; ``tau_resolution`` keeps that interval, and a
+run measured more finely than every 50 steps also gives ``tau_from_every_50``, the crossing its every-50th-step rows
+alone give: the interpolation's error at the first round's interval, measured.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def candidate_figures(run: dict) -> dict:
     steps, cand = series(run, "candidate_loss")
     tau = crossing(steps, cand, run.get("tau_fraction", 0.5) * log_k) if len(cand) else None
     figures = {"tau": _round(tau[0], 1) if tau else "", "tau_resolution": tau[1] if tau else ""}
+    # how well the interpolation does at the first round's 50 steps: the crossing of this run's every-50th-step rows
+    coarse = crossing(steps[steps % 50 == 0], cand[steps % 50 == 0], run.get("tau_fraction", 0.5) * log_k)
+    figures["tau_from_every_50"] = _round(coarse[0], 1) if tau and tau[1] < 50 and coarse else ""
     figures.update(plateau_candidate_over_log_k="", plateau_candidate_minus_log_k="", drop_width_over_tau="")
     if not tau or tau[0] <= 0:
         return figures
