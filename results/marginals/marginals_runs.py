@@ -137,7 +137,8 @@ def candidate_figures(run: dict) -> dict:
     # how well the interpolation does at the first round's 50 steps: the crossing of this run's every-50th-step rows
     coarse = crossing(steps[steps % 50 == 0], cand[steps % 50 == 0], run.get("tau_fraction", 0.5) * log_k)
     figures["tau_from_every_50"] = _round(coarse[0], 1) if tau and tau[1] < 50 and coarse else ""
-    figures.update(plateau_candidate_over_log_k="", plateau_candidate_minus_log_k="", drop_width_over_tau="")
+    figures.update(plateau_candidate_over_log_k="", plateau_candidate_minus_log_k="", plateau_min_over_log_k="")
+    figures["drop_width_over_tau"] = ""
     if not tau or tau[0] <= 0:
         return figures
     t = tau[0]
@@ -147,6 +148,9 @@ def candidate_figures(run: dict) -> dict:
         figures.update(
             plateau_candidate_over_log_k=_round(level / log_k), plateau_candidate_minus_log_k=_round(level - log_k)
         )
+    # descriptive, not C1's rule: the lowest the candidate loss comes after step 0 up to the window's end (0.75 τ)
+    before = cand[(steps > 0) & (steps <= PLATEAU_WINDOW[1] * t)]
+    figures["plateau_min_over_log_k"] = _round(before.min() / log_k) if len(before) else ""
     high = steps[(steps < t) & (cand >= DROP_HIGH * log_k)]
     low = steps[(steps > t) & (cand < DROP_LOW * log_k)]
     if len(high) and len(low):
