@@ -41,7 +41,8 @@ from hf_icot.studies.report import write_table
 
 #: the figures ``points.csv`` aggregates over seeds
 POINT_FIGURES = ("tau", "plateau_candidate_over_log_k", "plateau_candidate_minus_log_k", "drop_width_over_tau",
-                 "steps_to_train_loss_0.05", "attn_onset_over_tau", "switch_iqr_over_tau")  # fmt: skip
+                 "steps_to_train_loss_0.05", "attn_onset_over_tau", "switch_iqr_over_tau", "bases_at_80pct_half_tau",
+                 "bases_at_80pct_tau")  # fmt: skip
 
 
 def verdicts(rows: list[dict]) -> tuple[dict[str, dict], dict | None]:

@@ -110,6 +110,22 @@ def switch_steps(run: dict, threshold: float = 0.8) -> np.ndarray:
     return np.array(switches)
 
 
+def switched_shares(run: dict, tau: float | None, threshold: float = 0.8) -> dict:
+    """C8's reading in the study's terms: the share of measured bases at >= ``threshold`` accuracy at the last
+    measurement at or before τ/2 and at the first at or after τ."""
+    rows = run["groups"]
+    shares = {"bases_at_80pct_half_tau": "", "bases_at_80pct_tau": ""}
+    if not rows or not tau:
+        return shares
+    groups = [c for c in rows[0] if c != "step"]
+    half = [r for r in rows if r["step"] <= tau / 2]
+    after = [r for r in rows if r["step"] >= tau]
+    for key, picked in (("bases_at_80pct_half_tau", half[-1:]), ("bases_at_80pct_tau", after[:1])):
+        if picked:
+            shares[key] = round(sum(picked[0][g] >= threshold for g in groups) / len(groups), 2)
+    return shares
+
+
 def variant(run: dict) -> str:
     """``study`` or the study settings this run changes (``gpt2_init``, ``dropout``, ``free_first_chars``); the
     free first characters of a_to_b's questions are the study's own choice there, not a change."""
@@ -182,6 +198,7 @@ def summarise(run: dict) -> dict:
     row["bases_switched"] = f"{len(switched)}/{len(switches)}" if len(switches) else ""
     iqr = np.subtract(*np.percentile(switched, [75, 25])) if len(switched) > 1 else None
     row["switch_iqr_over_tau"] = _round(iqr / tau) if tau and iqr is not None else ""
+    row.update(switched_shares(run, tau))
     solved = crossing([s for s, _ in run["losses"]], [v for _, v in run["losses"]], SOLVED_LOSS, log=True)
     row["steps_to_train_loss_0.05"] = _round(solved[0], 1) if solved else ""
     row["wall_s"] = run["wall_s"] if run["wall_s"] is not None else ""

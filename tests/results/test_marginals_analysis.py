@@ -52,7 +52,7 @@ def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: float, lr=0.001,
     with open(folder / "group_accuracy.csv", "w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(["step", "b0", "b1", "b2", "b3"])
-        writer.writerows([s] + [1.0 if s >= tau else 0.1] * 4 for s in steps)
+        writer.writerows([s] + [1.0 if s >= round(tau, 3) else 0.1] * 4 for s in steps)  # from the step at τ
     losses = [{"step": s, "loss": 2.0 * math.exp(-math.log(40) * s / learned)} for s in steps[1:]]
     (folder / "training_log.json").write_text(json.dumps(losses))
     (folder / "ablation.json").write_text(json.dumps({"zero": [[0.0, 2.5], [0.1, 0.0]], "mean": [[0, 1], [0, 0]]}))
@@ -97,6 +97,7 @@ def test_tables_plots_and_verdicts_from_the_designed_fixture(runs: Path, tmp_pat
     assert base["steps_to_train_loss_0.05"] == pytest.approx(1.5 * base["tau"], rel=1e-4)
     assert by_run["ab_s1"]["steps_to_train_loss_0.05"] == pytest.approx(3 * base["tau"], rel=1e-4)
     assert base["max_zero_ablation"] == "l0h1: +2.50"
+    assert (base["bases_at_80pct_half_tau"], base["bases_at_80pct_tau"]) == (0.0, 1.0), "every base switches at τ"
 
     with open(out / "tau_fit.csv") as stream:
         fit = next(csv.DictReader(stream))
