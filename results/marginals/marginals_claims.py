@@ -167,6 +167,14 @@ def c4_noise(rows: list[dict]) -> dict:
             + f"in examples seen (τ x batch 64 / 128 / 256: {in_examples}) the batch sweep reverses"}  # fmt: skip
 
 
+C7_WHY = (
+    "A -> B has no selector to learn and no plateau: it memorises its pairs while (B, z) -> A waits on the marginal; "
+    "the study's ratio may come from D = 10^4 (ab_k10_nb1000 in runs.yaml) or from its own convergence step (its "
+    "analyze_k_sweep.py: first-target loss below 0.1 of its initial value, Bz->A against Az->B), which this recipe "
+    "does not measure for A -> B"
+)
+
+
 def direction_ratios(rows: list[dict], n_b: int) -> list[tuple[int, float, float]]:
     """Per seed: (seed, a_to_b's steps to loss 0.05, bz_to_a's) at K = 10 and ``n_b``, where both have it."""
     ab = {r["seed"]: r for r in select(rows, direction="a_to_b", K=10, n_b=n_b)}
@@ -199,7 +207,7 @@ def c7_direction(rows: list[dict]) -> dict:
         return {"verdict": "pending"}
     verdict = verdicts[0] if len(set(verdicts)) == 1 else "inconclusive"
     return {"verdict": verdict, "seeds": "/".join(map(str, seeds)), "ours": "; ".join(texts),
-            "theirs": "A -> B 1.7-4.4x slower", "why": ""}  # fmt: skip
+            "theirs": "A -> B 1.7-4.4x slower", "why": C7_WHY if verdict == "disagree" else ""}  # fmt: skip
 
 
 def schedules(rows: list[dict]) -> list[dict]:
