@@ -55,7 +55,8 @@ def load_run(folder: Path) -> dict:
     history = json.loads((folder / TRAINING_LOG_FILE).read_text(encoding="utf-8"))
     run["losses"] = [(entry["step"], entry["loss"]) for entry in history if "loss" in entry]
     run["ablation"] = read_json(folder / "ablation.json")
-    run["wall_s"] = (read_json(folder / "wall_time.json") or {}).get("wall_s")
+    # the first round's adopted runs keep wall_time.json; the harness's own records carry it in sweep.json
+    run["wall_s"] = (read_json(folder / "wall_time.json") or read_json(folder / "sweep.json") or {}).get("wall_s")
     return run
 
 
