@@ -8,10 +8,18 @@ Examples (from the repository root)::
     # a sweep point: K = 20 at the same n_b, another seed
     python recipes/marginals.py --config recipes/configs/marginals.yaml --task_args '{"k": 20, "seed": 1}' \\
         --seed 1 --output_dir outputs/marginals/k20_s1
+    # the study's A -> B (no selector, each A mapped to its B), stopped once the training loss is below 0.05
+    python recipes/marginals.py --config recipes/configs/marginals.yaml \\
+        --task_args '{"direction": "a_to_b", "distinct_first_chars": false}' --measurements group_accuracy \\
+        --stop_below_loss 0.05 --output_dir outputs/marginals/a_to_b
+    # the study's optimiser schedule: 500 warm-up steps, cosine decay over max_steps, gradient clipping at 1.0
+    python recipes/marginals.py --config recipes/configs/marginals_study_schedule.yaml --output_dir outputs/marginals/cos
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option). Sequences are the study's
 ``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (``recipes/marginals_layout.py``); training is
-the plain ``transformers.Trainer`` (there is no chain of thought to remove). The run folder holds the model
+the plain ``transformers.Trainer`` (there is no chain of thought to remove). The directions without a selector in the
+question (``b_to_a``, ``a_to_b``) measure no Δz and no selector attention; those whose K rows of a base share one
+answer (``az_to_b``, ``a_to_b``) have no candidate loss (the K candidates coincide) and so no τ. The run folder holds the model
 (safetensors), ``training_log.json`` (training loss every ``logging_steps``), ``diagnostics.csv`` (one row every
 ``diagnostics_interval`` steps) and ``run.json`` (the task, sizes, log K and τ). ``results/marginals/make_results.py``
 turns run folders into tables and plots.
@@ -71,6 +79,13 @@ class MarginalsArguments:
     tau_fraction: float = field(
         default=0.5, metadata={"help": "τ is the first measurement where candidate loss < tau_fraction * log K."}
     )
+    stop_below_loss: float | None = field(
+        default=None,
+        metadata={
+            "help": "Stop training 5 logging intervals after the logged training loss first falls below this (for "
+            "the directions without a τ); unset: no such stop."
+        },
+    )
     stop_after_tau: float | None = field(
         default=None,
         metadata={
@@ -88,6 +103,10 @@ class MarginalsArguments:
             raise ValueError(f"hessian_interval={self.hessian_interval} is not allowed; use 0 (off) or >= 1.")
         if not 0 < self.tau_fraction < 1:
             raise ValueError(f"tau_fraction={self.tau_fraction} is not allowed; it must lie in (0, 1).")
+        if self.stop_below_loss is not None and self.stop_below_loss <= 0:
+            raise ValueError(
+                f"stop_below_loss={self.stop_below_loss} is not allowed; give a loss > 0 or leave it unset."
+            )
         if self.stop_after_tau is not None and self.stop_after_tau < 0:
             raise ValueError(
                 f"stop_after_tau={self.stop_after_tau} is not allowed; give a fraction >= 0 or leave it unset."
@@ -112,6 +131,38 @@ class StopAfterTransition(TrainerCallback):
         tau = transition_step(self.diagnostics.rows, self.threshold)
         if tau is not None and state.global_step >= tau + max(self.fraction * tau, self.min_steps):
             control.should_training_stop = True
+
+
+class StopBelowLoss(TrainerCallback):
+    """Stop training ``min_steps`` after the first logged training loss below ``threshold``."""
+
+    def __init__(self, threshold: float, min_steps: int) -> None:
+        self.threshold, self.min_steps, self.crossed = threshold, min_steps, None
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.crossed is None and logs and logs.get("loss", math.inf) < self.threshold:
+            self.crossed = state.global_step
+        if self.crossed is not None and state.global_step >= self.crossed + self.min_steps:
+            control.should_training_stop = True
+
+
+#: The measurements each direction cannot make: no selector in the question, or K candidates that coincide.
+UNMEASURABLE = {
+    "b_to_a": ("z_shuffle_gap", "selector_attention"),
+    "az_to_b": ("candidate_loss",),
+    "a_to_b": ("z_shuffle_gap", "selector_attention", "candidate_loss"),
+}
+
+
+def check_measurements(direction: str, measurements: list[str]) -> None:
+    """Raise ValueError when ``measurements`` asks for one that ``direction`` cannot make (:data:`UNMEASURABLE`)."""
+    refused = [m for m in measurements if m in UNMEASURABLE.get(direction, ())]
+    if refused:
+        kept = [m for m in measurements if m not in refused] or ["group_accuracy"]
+        raise ValueError(
+            f"direction {direction!r} cannot measure {', '.join(refused)} (no selector in its question, or K "
+            f"candidates that coincide); give --measurements {' '.join(kept)}."
+        )
 
 
 def diagnostic_rows(encoded: Any, n_examples: int, k: int) -> Any:
@@ -147,6 +198,14 @@ def run_record(
         "tau_fraction": args.tau_fraction,
         "learning_rate": training_args.learning_rate,
         "batch_size": training_args.per_device_train_batch_size * training_args.gradient_accumulation_steps,
+        "schedule": {
+            "lr_scheduler_type": str(
+                getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+            ),
+            "warmup_steps": training_args.warmup_steps,
+            "max_grad_norm": training_args.max_grad_norm,
+            "max_steps": training_args.max_steps,
+        },
         "seed": training_args.seed,
         "max_steps": steps,
         "model": {**args.scratch_model, "parameters": model.num_parameters()},
@@ -172,6 +231,7 @@ def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any
 
     with RecipeRun(training_args) as run:
         # Step 1: the task, its tokenizer and the study's layout.
+        check_measurements(args.task_args.get("direction", "bz_to_a"), args.measurements)
         dataset, dataset_info = build_dataset("ambiguity", args.task_args)
         tokenizer = answer_only_tokenizer(dataset)
         train = encode_answer_only(dataset["train"], tokenizer)
@@ -196,6 +256,8 @@ def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any
             callbacks.append(
                 StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval)
             )
+        if args.stop_below_loss is not None:
+            callbacks.append(StopBelowLoss(args.stop_below_loss, 5 * training_args.logging_steps))
         trainer = run.track(CheckpointedTrainer(
             model=model, args=training_args, train_dataset=train.select_columns(["input_ids", "labels"]),
             data_collator=DataCollatorForSeq2Seq(tokenizer, label_pad_token_id=-100), processing_class=tokenizer,

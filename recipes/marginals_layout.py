@@ -5,7 +5,9 @@ follows the first ``<eos>``, including two tokens that never vary (the second ``
 model fits ``p(answer | question)`` wants the loss on the answer alone, so this layout labels exactly the answer's
 tokens and the final ``<eos>``. Where examples carry a ``selector`` column whose tokens end the question (the ambiguity
 task's ``B z`` and ``A z``), a ``<sep>`` also goes before them: the study's ``<bos> B <sep> z <sep> A <eos>``; a
-selector the question does not show (``b_to_a``) leaves the study's ``<bos> B <sep> A <eos>``.
+selector the question does not show (``b_to_a``, ``a_to_b``) leaves the study's ``<bos> B <sep> A <eos>`` and
+``<bos> A <sep> B <eos>``. Whether the questions show their selectors is decided once per dataset (all of them end with
+it, or it is hidden): a hidden selector that a question happens to end with (1 row in 1,296) is not taken for one.
 
 :func:`encode_answer_only` adds ``input_ids``, ``labels`` (``-100`` outside the loss; the causal-LM shift happens in
 the model) and ``selector_positions`` (indices of the selector's tokens), the columns :mod:`hf_icot.diagnostics`
@@ -34,19 +36,30 @@ def answer_only_tokenizer(data: Any) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def _selector_split(example: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """The question's words before the selector and the selector's words (empty without a ``selector``)."""
-    words = example["question"].split()
+def _ends_with_selector(example: Mapping[str, Any]) -> bool:
     selector = list(example.get("selector") or "")
-    if not selector:
+    return bool(selector) and example["question"].split()[-len(selector) :] == selector
+
+
+def _selector_split(example: Mapping[str, Any], shown: bool | None) -> tuple[list[str], list[str]]:
+    """The question's words before the selector and the selector's words (empty when it is not shown)."""
+    words = example["question"].split()
+    if not (_ends_with_selector(example) if shown is None else shown):
         return words, []
-    if words[-len(selector) :] != selector:  # a hidden selector (the ambiguity task's b_to_a direction)
-        return words, []
+    selector = list(example["selector"])
     return words[: -len(selector)], selector
 
 
-def encode_answer_only_example(example: Mapping[str, Any], tokenizer: Any) -> dict[str, list[int]]:
-    """One example's ``input_ids``, ``labels`` and ``selector_positions`` (see the module docstring).
+def selectors_shown(dataset: Any) -> bool:
+    """Whether every question of ``dataset`` ends with its ``selector`` (False without that column)."""
+    return "selector" in dataset.column_names and all(_ends_with_selector(row) for row in dataset)
+
+
+def encode_answer_only_example(
+    example: Mapping[str, Any], tokenizer: Any, selector_shown: bool | None = None
+) -> dict[str, list[int]]:
+    """One example's ``input_ids``, ``labels`` and ``selector_positions`` (see the module docstring);
+    ``selector_shown`` says whether the question ends with the selector (None: read from this example alone).
 
     Raises:
         ValueError: an example with a chain of thought, or words the tokenizer does not know.
@@ -56,7 +69,7 @@ def encode_answer_only_example(example: Mapping[str, Any], tokenizer: Any) -> di
             f"example {example['question']!r} has a chain of thought ({len(example['cot'])} steps); the answer-only "
             "layout is for tasks without one. Use hf_icot.data.collator.ICoTCollator."
         )
-    before, selector = _selector_split(example)
+    before, selector = _selector_split(example, selector_shown)
     words = [BOS_TOKEN, *before, SEP_TOKEN]
     selector_positions = []
     if selector:
@@ -78,4 +91,7 @@ def encode_answer_only_example(example: Mapping[str, Any], tokenizer: Any) -> di
 
 def encode_answer_only(dataset: datasets.Dataset, tokenizer: Any) -> datasets.Dataset:
     """``dataset`` with the columns ``input_ids``, ``labels`` and ``selector_positions`` added (others kept)."""
-    return dataset.map(lambda example: encode_answer_only_example(example, tokenizer), desc="answer-only encoding")
+    shown = selectors_shown(dataset)
+    return dataset.map(
+        lambda example: encode_answer_only_example(example, tokenizer, shown), desc="answer-only encoding"
+    )

@@ -3,6 +3,10 @@
 Each base string B has K continuations A, told apart only by a selector z that all bases share. A model first learns
 the marginal p(A | B) — K equally likely answers, entropy log K — and only later the conditional p(A | B, z), which
 is deterministic. Targets are globally unique, so ``(B, z) -> A`` is a function and ``A`` alone identifies ``B``.
+
+Four directions, as the study's code names them: ``bz_to_a`` (the ambiguous task the selector resolves), ``b_to_a``
+(the selector hidden: irreducibly log K-ambiguous), ``az_to_b`` (A and a redundant z, answer B) and ``a_to_b`` (A
+alone, answer its B: unambiguous, no selector, K targets per base mapping to the same B).
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ DESCRIPTION = (
 )
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
-DIRECTIONS = ("bz_to_a", "az_to_b", "b_to_a")
+DIRECTIONS = ("bz_to_a", "az_to_b", "b_to_a", "a_to_b")
+#: The directions whose question shows the selector.
+SELECTOR_SHOWN = ("bz_to_a", "az_to_b")
 _DEFAULT_LENGTHS = (6, 2, 4)
 
 
@@ -42,7 +48,7 @@ class Params:
         default="bz_to_a",
         metadata={
             "help": "bz_to_a: question B z, answer A; az_to_b: question A z, answer B; "
-            "b_to_a: question B, answer A (the selector is not shown).",
+            "b_to_a: question B, answer A (the selector is not shown); a_to_b: question A, answer B (no selector).",
             "choices": DIRECTIONS,
         },
     )
@@ -156,6 +162,8 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
                 question, answer = _spaced(base, selector), _spaced(target)
             elif params.direction == "az_to_b":
                 question, answer = _spaced(target, selector), _spaced(base)
+            elif params.direction == "a_to_b":
+                question, answer = _spaced(target), _spaced(base)
             else:
                 question, answer = _spaced(base), _spaced(target)
             rows.append((question, answer, base, selector))
@@ -178,6 +186,7 @@ def card_details(params: Params) -> dict[str, str]:
         "bz_to_a": "B then z",
         "az_to_b": "A then z",
         "b_to_a": "B only (the selector is hidden, so the answer is ambiguous)",
+        "a_to_b": "A only (no selector; each A has one B, so the answer is unambiguous)",
     }[params.direction]
     return {
         "examples": f"D = K * n_b = {params.k} * {params.n_bases} = {params.k * params.n_bases}",

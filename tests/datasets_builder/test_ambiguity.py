@@ -25,7 +25,7 @@ def test_invariants(direction):
 
     targets = {}
     for row in train:
-        a_text = row["answer"] if direction != "az_to_b" else " ".join(row["question"].split()[:4])
+        a_text = " ".join(row["question"].split()[:4]) if direction in ("az_to_b", "a_to_b") else row["answer"]
         target = a_text.replace(" ", "")
         b, z = row["group"], row["selector"]
         assert len(b) == 6 and len(z) == 2 and len(target) == 4
@@ -35,6 +35,8 @@ def test_invariants(direction):
             assert row["question"] == " ".join(b + z) and row["answer"] == " ".join(target)
         elif direction == "az_to_b":
             assert row["question"] == " ".join(target + z) and row["answer"] == " ".join(b)
+        elif direction == "a_to_b":  # the study's A -> B: A alone, answer its B
+            assert row["question"] == " ".join(target) and row["answer"] == " ".join(b)
         else:
             assert row["question"] == " ".join(b) and row["answer"] == " ".join(target)
         assert (b, z) not in targets, "each (B, z) cell appears once"
@@ -80,7 +82,7 @@ def test_config_name_and_card():
             {"n_bases": 40, "k": 40, "target_length": 2},
             r"^k \* n_bases = 1600 targets do not fit in the 1296 distinct",
         ),
-        ({"direction": "a_to_b"}, r"^direction 'a_to_b' is unknown; allowed: bz_to_a, az_to_b, b_to_a\.$"),
+        ({"direction": "ab"}, r"^direction 'ab' is unknown; allowed: bz_to_a, az_to_b, b_to_a, a_to_b\.$"),
     ],
 )
 def test_bad_params_raise_one_sentence(kwargs, message):
@@ -112,3 +114,12 @@ def test_distinct_first_chars_refuse_more_than_36_targets_per_base():
     with pytest.raises(ValueError, match=r"more targets starting with .* use a longer target_length\.$"):
         # 36 one-character targets fit in all, but bases drawing their first characters freely reuse one
         ambiguity.build(ambiguity.Params(n_bases=36, k=1, target_length=1, base_length=1, distinct_first_chars=True))
+
+
+def test_a_to_b_is_unambiguous_and_k_questions_share_each_answer():
+    rows = ambiguity.build(ambiguity.Params(n_bases=25, k=4, direction="a_to_b", seed=2))["train"].to_list()
+    answer_of = {row["question"]: row["answer"] for row in rows}
+    assert len(answer_of) == len(rows) == 100, "each question A appears once: A -> B is a function"
+    assert all(len(row["question"].split()) == 4 for row in rows), "no selector in the question"
+    assert set(Counter(answer_of.values()).values()) == {4}, "each B answers its K = 4 targets"
+    assert all(row["answer"] == " ".join(row["group"]) for row in rows)

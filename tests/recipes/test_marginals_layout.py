@@ -1,7 +1,7 @@
 """The answer-only layout: <bos> B <sep> z <sep> A <eos>, loss on A and the final <eos> only."""
 
 import pytest
-from marginals_layout import answer_only_tokenizer, encode_answer_only, encode_answer_only_example
+from marginals_layout import answer_only_tokenizer, encode_answer_only, encode_answer_only_example, selectors_shown
 
 from datasets_builder import build_dataset
 
@@ -33,6 +33,25 @@ def test_a_hidden_selector_leaves_one_separator():
     words = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
     assert words == ["<bos>", *row["group"], "<sep>", *row["answer"].split(), "<eos>"]
     assert encoded["selector_positions"] == []
+
+
+def test_a_to_b_is_the_study_a_sep_b_and_a_hidden_selector_is_decided_per_dataset():
+    dataset, _ = build_dataset("ambiguity", {"n_bases": 6, "k": 3, "direction": "a_to_b"})
+    train = dataset["train"]
+    tokenizer = answer_only_tokenizer(dataset)
+    # a question whose last characters happen to spell its hidden selector is not taken for one that shows it
+    row = dict(train[0])
+    row["question"] = " ".join(row["question"].split()[:2] + list(row["selector"]))
+    mimic = train.select(range(1, len(train))).add_item(row)
+    assert not selectors_shown(mimic)
+    encoded = encode_answer_only(mimic, tokenizer)
+    for example in encoded:
+        words = tokenizer.convert_ids_to_tokens(example["input_ids"])
+        assert words == ["<bos>", *example["question"].split(), "<sep>", *example["group"], "<eos>"]
+        assert example["selector_positions"] == []
+        assert [t for t in example["labels"] if t != -100] == tokenizer.convert_tokens_to_ids(
+            [*example["group"], "<eos>"]
+        )
 
 
 @pytest.mark.parametrize(

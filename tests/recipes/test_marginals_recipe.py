@@ -88,9 +88,45 @@ def test_stop_after_transition_stops_the_fraction_of_tau_after_it() -> None:
     assert control.should_training_stop is False
 
 
+def test_a_to_b_runs_without_selector_measurements_and_stops_below_the_loss(tmp_path: Path) -> None:
+    """The study's A -> B: the question is A alone, the answer its B (6 tokens + <eos>), no τ; the training stops
+    5 logging intervals after the first logged loss below the threshold (here a threshold every loss is below)."""
+    task = json.dumps({"n_bases": 8, "k": 3, "direction": "a_to_b", "distinct_first_chars": False})
+    flags = ["--task_args", task, "--measurements", "group_accuracy", "--max_steps", "40", "--logging_steps", "2",
+             "--stop_below_loss", "1e6"]  # fmt: skip
+    record = _recipe().main(*_parse(_args(tmp_path) + flags))
+    assert record["task"]["direction"] == "a_to_b" and record["tau"] is None
+    assert (record["k"], record["n_bases"], record["dataset_size"]) == (3, 8, 24)
+    assert record["max_steps"] == 2 + 5 * 2, "stopped 5 logging intervals after the first log (step 2)"
+    with open(tmp_path / "run" / "diagnostics.csv", encoding="utf-8") as stream:
+        rows = list(csv.DictReader(stream))
+    assert set(rows[0]) == {"step", "groups_solved_fraction"}
+    assert record["schedule"] == {"lr_scheduler_type": "constant", "warmup_steps": 0, "max_grad_norm": 0.0,
+                                  "max_steps": 40}  # fmt: skip
+
+
+@pytest.mark.parametrize("direction, refused", [("a_to_b", "z_shuffle_gap, candidate_loss, selector_attention"),
+                                                ("az_to_b", "candidate_loss"), ("b_to_a", "z_shuffle_gap")])  # fmt: skip
+def test_a_measurement_the_direction_cannot_make_is_refused(tmp_path: Path, direction: str, refused: str) -> None:
+    flags = ["--task_args", json.dumps({"n_bases": 8, "k": 3, "direction": direction})]
+    with pytest.raises(ValueError, match=rf"^direction '{direction}' cannot measure {refused}"):
+        _recipe().main(*_parse(_args(tmp_path) + flags))
+    assert not (tmp_path / "run" / "diagnostics.csv").exists()
+
+
+def test_the_study_schedule_config_is_the_same_setting_with_warm_up_cosine_and_clipping() -> None:
+    configs = REPO / "recipes" / "configs"
+    ours = _parse(["--config", str(configs / "marginals.yaml"), "--output_dir", "x"])
+    theirs = _parse(["--config", str(configs / "marginals_study_schedule.yaml"), "--output_dir", "x"])
+    assert theirs[0] == ours[0], "the task, model and diagnostics are the same"
+    assert (theirs[1].lr_scheduler_type, theirs[1].warmup_steps, theirs[1].max_grad_norm) == ("cosine", 500, 1.0)
+    assert (theirs[1].learning_rate, theirs[1].max_steps) == (ours[1].learning_rate, ours[1].max_steps)
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
+        (["--stop_below_loss", "0"], r"^stop_below_loss=0\.0 is not allowed"),
         (["--diagnostics_interval", "0"], r"^diagnostics_interval=0 is not allowed; it must be >= 1\.$"),
         (["--tau_fraction", "1.5"], r"^tau_fraction=1\.5 is not allowed; it must lie in \(0, 1\)\.$"),
         (["--stop_after_tau", "-1"], r"^stop_after_tau=-1\.0 is not allowed"),

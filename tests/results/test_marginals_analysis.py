@@ -22,65 +22,109 @@ def _hessian_script():
     return load_script(REPO / "results/marginals/hessian_around_tau.py", "hessian_around_tau")
 
 
-def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: int, lr=0.001, batch=128, seed=0, direction="bz_to_a"):
-    """A run folder in the recipe's format: candidate loss at log K until τ, then 0; Δz and layer-0 head 1's
-    selector attention switch on at τ/2; every base switches at τ."""
+def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: float, lr=0.001, batch=128, seed=0,
+               direction="bz_to_a", schedule="constant", learned: float | None = None) -> None:  # fmt: skip
+    """A run folder in the recipe's format, designed so that every figure is known: the candidate loss sits at
+    log K, falls linearly from 0.8 τ to 0 at 1.2 τ (so it crosses 0.5 log K at τ exactly, between measurements
+    every τ/20, and goes from 0.9 to 0.1 log K in 0.32 τ); Δz and layer-0 head 1's selector attention switch on at
+    τ/2; every base switches at τ; the training loss decays exponentially through 0.05 at ``learned``."""
     folder = root / name
     folder.mkdir(parents=True)
-    log_k = math.log(k)
-    steps = list(range(0, 2 * tau + 1, tau // 10))
+    log_k, interval = math.log(k), tau / 20
+    learned = learned or 1.5 * tau
+    steps = [round(i * interval, 3) for i in range(math.ceil(max(2 * tau, 1.5 * learned) / interval) + 1)]
     record = {"task": {"config": name, "direction": direction, "k": k, "n_bases": n_b, "seed": seed}, "k": k,
-              "n_bases": n_b, "dataset_size": k * n_b, "log_k": log_k, "tau": tau, "tau_fraction": 0.5,
-              "learning_rate": lr, "batch_size": batch, "seed": seed, "max_steps": steps[-1]}  # fmt: skip
+              "n_bases": n_b, "dataset_size": k * n_b, "log_k": log_k, "tau": None, "tau_fraction": 0.5,
+              "learning_rate": lr, "batch_size": batch, "seed": seed, "max_steps": steps[-1],
+              "schedule": {"lr_scheduler_type": schedule}}  # fmt: skip
     (folder / "run.json").write_text(json.dumps(record))
-    columns = ["step", "z_shuffle_gap", "first_token_loss_clean", "candidate_loss", "attn_z_l0h0", "attn_z_l0h1"]
     with open(folder / "diagnostics.csv", "w", newline="") as stream:
         writer = csv.writer(stream)
-        writer.writerow(columns)
-        for s in steps:
-            solved = s >= tau
-            writer.writerow([s, 1.0 if s >= tau / 2 else 0.0, 0.0 if solved else log_k, 0.0 if solved else log_k,
-                             0.2, 0.9 if s >= tau / 2 else 0.2])  # fmt: skip
+        if direction == "a_to_b":
+            writer.writerow(["step", "groups_solved_fraction"])
+            writer.writerows([s, 1.0 if s >= learned else 0.0] for s in steps)
+        else:
+            writer.writerow(["step", "z_shuffle_gap", "first_token_loss_clean", "candidate_loss", "attn_z_l0h0",
+                             "attn_z_l0h1"])  # fmt: skip
+            for s in steps:
+                cand = log_k * min(1.0, max(0.0, (1.2 * tau - s) / (0.4 * tau)))
+                writer.writerow([s, 1.0 if s >= tau / 2 else 0.0, cand, cand, 0.2, 0.9 if s >= tau / 2 else 0.2])
     with open(folder / "group_accuracy.csv", "w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(["step", "b0", "b1", "b2", "b3"])
-        for s in steps:
-            writer.writerow([s] + [1.0 if s >= tau else 0.1] * 4)
-    losses = [{"step": s, "loss": 0.01 if s >= tau else log_k / 5} for s in steps[1:]]
+        writer.writerows([s] + [1.0 if s >= round(tau, 3) else 0.1] * 4 for s in steps)  # from the step at τ
+    losses = [{"step": s, "loss": 2.0 * math.exp(-math.log(40) * s / learned)} for s in steps[1:]]
     (folder / "training_log.json").write_text(json.dumps(losses))
     (folder / "ablation.json").write_text(json.dumps({"zero": [[0.0, 2.5], [0.1, 0.0]], "mean": [[0, 1], [0, 0]]}))
+
+
+def _tau(d: int, seed: int) -> float:
+    return 0.01 * d**1.5 * (0.95, 1.0, 1.05)[seed]  # δ = 1.5 exactly; the seeds 5% apart at every D
 
 
 @pytest.fixture
 def runs(tmp_path: Path) -> Path:
     root = tmp_path / "runs"
-    for n_b in (100, 200, 400, 800):  # τ = 0.01 · D^1.5, exactly
-        _write_run(root, f"d{n_b}", k=10, n_b=n_b, tau=round(0.01 * (10 * n_b) ** 1.5))
-    _write_run(root, "lr", k=10, n_b=200, tau=1000, lr=0.002)
-    _write_run(root, "k5", k=5, n_b=400, tau=800)
+    for seed in (0, 1, 2):
+        for n_b in (100, 200, 400, 800):
+            _write_run(root, f"d{n_b}_s{seed}", k=10, n_b=n_b, tau=_tau(10 * n_b, seed), seed=seed)
+        base = _tau(2000, seed)
+        for k, n_b in ((5, 400), (20, 100)):  # τ flat in K at fixed D
+            _write_run(root, f"k{k}_s{seed}", k=k, n_b=n_b, tau=base, seed=seed)
+        for lr, factor in ((0.0005, 0.8), (0.002, 1.5)):
+            _write_run(root, f"lr{lr}_s{seed}", k=10, n_b=200, tau=factor * base, lr=lr, seed=seed)
+        for batch, factor in ((64, 2.0), (256, 0.7)):
+            _write_run(root, f"bs{batch}_s{seed}", k=10, n_b=200, tau=factor * base, batch=batch, seed=seed)
+        _write_run(root, f"cos_s{seed}", k=10, n_b=200, tau=1.3 * base, seed=seed, schedule="cosine")
+        # A -> B learns twice as slowly as (B, z) -> A at the same seed (whose loss reaches 0.05 at 1.5 τ)
+        _write_run(root, f"ab_s{seed}", k=10, n_b=200, tau=base, seed=seed, direction="a_to_b", learned=3 * base)
     return root
 
 
-def test_tables_and_plots_from_the_fixture(runs: Path, tmp_path: Path) -> None:
+def test_tables_plots_and_verdicts_from_the_designed_fixture(runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    rows = _analysis().main(["--runs", str(runs), "--out", str(out)])
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/marginals/claims.csv").read_text())
+    rows = _analysis().main(["--runs", str(runs), "--out", str(out), "--ledger", str(ledger)])
     by_run = {row["run"]: row for row in rows}
-    assert set(by_run) == {"d100", "d200", "d400", "d800", "lr", "k5"}
-    base = by_run["d200"]
-    assert base["tau"] == round(0.01 * 2000**1.5) == 894
-    assert base["plateau_first_token_loss"] == pytest.approx(math.log(10), abs=1e-3)
-    assert base["dz_onset_over_tau"] == pytest.approx(0.5, abs=0.11)  # measured every τ/10
-    assert base["selector_head_l0"] == "l0h1" and base["attn_onset_over_tau"] == pytest.approx(0.5, abs=0.11)
-    assert base["bases_switched"] == "4/4" and base["switch_iqr_over_tau"] == 0.0
-    assert base["switch_within_20pct_of_tau"] == 1.0
+    base = by_run["d200_s1"]
+    assert base["tau"] == pytest.approx(0.01 * 2000**1.5, abs=0.1), "the crossing interpolated between measurements"
+    assert base["tau_resolution"] == pytest.approx(base["tau"] / 20, rel=1e-3)
+    assert base["plateau_candidate_over_log_k"] == 1.0 and base["plateau_candidate_minus_log_k"] == 0.0
+    assert base["drop_width_over_tau"] == pytest.approx(0.4, abs=0.1)  # 0.32 τ, to the measurement grid
+    assert base["dz_onset_over_tau"] == pytest.approx(0.5, abs=0.06)
+    assert base["selector_head_l0"] == "l0h1" and base["bases_switched"] == "4/4" and base["switch_iqr_over_tau"] == 0
+    assert base["steps_to_train_loss_0.05"] == pytest.approx(1.5 * base["tau"], rel=1e-4)
+    assert by_run["ab_s1"]["steps_to_train_loss_0.05"] == pytest.approx(3 * base["tau"], rel=1e-4)
     assert base["max_zero_ablation"] == "l0h1: +2.50"
+    assert (base["bases_at_80pct_half_tau"], base["bases_at_80pct_tau"]) == (0.0, 1.0), "every base switches at τ"
 
     with open(out / "tau_fit.csv") as stream:
         fit = next(csv.DictReader(stream))
-    assert float(fit["exponent_b"]) == pytest.approx(1.5, abs=0.01) and int(fit["points"]) == 4
-    assert float(fit["ci95_low"]) <= 1.5 <= float(fit["ci95_high"])
-    for name in ("runs.md", "loss_curves.png", "dz_attention.png", "tau_vs_d.png", "tau_vs_k.png",
-                 "tau_vs_noise.png", "group_heatmap.png"):  # fmt: skip
+    assert float(fit["exponent_b"]) == pytest.approx(1.5, abs=1e-3) and (fit["runs"], fit["points"]) == ("12", "4")
+    assert (
+        float(fit["ci95_low"]) < 1.5 < float(fit["ci95_high"])
+        and float(fit["ci95_high"]) - float(fit["ci95_low"]) < 0.1
+    )
+    with open(out / "points.csv") as stream:
+        point = {(r["direction"], r["schedule"], r["D"], r["lr"], r["batch"]): r for r in csv.DictReader(stream)}
+    assert point[("bz_to_a", "constant", "2000", "0.001", "128")]["seeds"] == "0,1,2"
+    with open(out / "schedules.csv") as stream:
+        assert float(next(csv.DictReader(stream))["ratio"]) == pytest.approx(1.3, abs=0.01)
+
+    verdicts = {row["id"]: row for row in csv.DictReader(ledger.open())}
+    assert {claim: verdicts[claim]["verdict"] for claim in ("C1", "C2", "C3", "C4", "C7")} == {
+        "C1": "agree",
+        "C2": "agree",
+        "C3": "disagree",
+        "C4": "agree",
+        "C7": "agree",
+    }
+    assert "2 [2, 2] (n=3)" in verdicts["C7"]["ours"]
+    committed = {row["id"]: row for row in csv.DictReader((REPO / "results/marginals/claims.csv").open())}
+    assert all(verdicts[c]["rule"] == committed[c]["rule"] for c in committed), "the rules stay as committed"
+    for name in ("runs.md", "points.md", "loss_curves.png", "dz_attention.png", "tau_vs_d.png", "tau_vs_k.png",
+                 "tau_vs_noise.png", "group_heatmap.png", "direction.png", "schedules.png"):  # fmt: skip
         assert (out / name).stat().st_size > 0, name
 
 
@@ -112,3 +156,12 @@ def test_hessian_around_tau_on_a_real_tiny_run(tmp_path: Path) -> None:
 def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"holds no checkpoint-\* folders; train the run with --save_strategy steps"):
         _hessian_script().checkpoints(tmp_path)
+
+
+def test_a_crossing_is_interpolated_between_the_measurements_around_it() -> None:
+    _analysis()  # puts results/marginals (its sibling modules) on sys.path
+    from marginals_runs import crossing
+
+    assert crossing([0, 10, 20, 30], [1.0, 1.0, 0.0, 0.0], 0.5) == (15.0, 10.0)
+    assert crossing([0, 10, 20], [1.0, 0.1, 0.001], 0.01, log=True) == pytest.approx((15.0, 10.0))
+    assert crossing([0, 10], [1.0, 0.9], 0.5) is None and crossing([0, 10], [0.1, 0.0], 0.5) == (0.0, 0.0)

@@ -1,0 +1,191 @@
+"""The plots of results/marginals/: every axis titled, a legend where there is more than one series, and error bars
+(95% t-interval of the mean over seeds; a point of one seed has none) wherever a point stands for several seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from marginals_claims import select, values
+from marginals_runs import SOLVED_LOSS, series, switch_steps, variant
+
+from hf_icot.studies.report import error_bars, pyplot, save_figure
+from hf_icot.studies.statistics import summarize
+
+plt = pyplot()
+
+
+def _tau_points(rows: list[dict], key: str, **fixed) -> tuple[list, list]:
+    """The swept values of ``key`` and τ's summary over seeds at each, for the rows matching ``fixed``."""
+    chosen = [r for r in select(rows, **fixed) if r["tau"] not in ("", None)]
+    xs = sorted({r[key] for r in chosen})
+    return xs, [summarize(values([r for r in chosen if r[key] == x], "tau")) for x in xs]
+
+
+def plot_tau_vs_d(rows: list[dict], fit: dict | None, out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for schedule, marker in (("constant", "o"), ("cosine", "s")):
+        xs, pts = _tau_points(rows, "D", K=10, schedule=schedule)
+        if xs:
+            error_bars(ax, xs, pts, marker=marker, linestyle="-", label=f"τ, {schedule} lr (mean, 95% CI over seeds)")
+    if fit:
+        grid = np.linspace(1000, 10000, 50)
+        ax.plot(grid, fit["prefactor"] * grid ** fit["exponent_b"], "--",
+                label=f"fit τ ∝ D^{fit['exponent_b']} (95% CI {fit['ci95_low']}–{fit['ci95_high']})")  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlabel="D = K · n_b (K = 10)", ylabel="τ (steps)",
+           title="τ against dataset size")  # fmt: skip
+    ax.legend(fontsize=8)
+    save_figure(fig, out / "tau_vs_d.png")
+
+
+def plot_tau_vs_k(rows: list[dict], out: Path) -> None:
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    xs, pts = _tau_points([r for r in rows if r["D"] == 2000], "K")
+    error_bars(ax, xs, pts, linestyle="-", label="D = 2,000 (n_b = 2,000 / K)")
+    xs, pts = _tau_points([r for r in rows if r["n_b"] == 200], "K")
+    error_bars(ax, xs, pts, marker="s", linestyle="--", label="n_b = 200 (D = 200 K)")
+    ax.set(xscale="log", yscale="log", xlabel="K", ylabel="τ (steps)", title="τ against K (mean, 95% CI over seeds)")
+    ax.legend(fontsize=8)
+    save_figure(fig, out / "tau_vs_k.png")
+
+
+def plot_noise(rows: list[dict], out: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    for ax, key, label, other in ((axes[0], "lr", "learning rate", {"batch": 128}),
+                                  (axes[1], "batch", "batch size", {"lr": 0.001})):  # fmt: skip
+        xs, pts = _swept(rows, key, other)
+        error_bars(ax, xs, pts, linestyle="-", label="τ (mean, 95% CI over seeds)")
+        ax.set(xscale="log", xlabel=label, ylabel="τ (steps)", title=f"gradient noise at D = 2,000: {label}")
+        ax.legend(fontsize=8)
+    save_figure(fig, out / "tau_vs_noise.png")
+
+
+def _swept(rows: list[dict], key: str, other: dict) -> tuple[list, list]:
+    """τ over seeds at each value of ``key`` (lr or batch) at K = 10, D = 2,000, the other one at its base."""
+    base = {"direction": "bz_to_a", "schedule": "constant", "setup": "study", "K": 10, "D": 2000, **other}
+    chosen = [r for r in rows if all(r[k] == v for k, v in base.items()) and r["tau"] not in ("", None)]
+    xs = sorted({r[key] for r in chosen})
+    return xs, [summarize(values([r for r in chosen if r[key] == x], "tau")) for x in xs]
+
+
+def plot_loss_curves(rows: list[dict], runs: dict[str, dict], out: Path) -> None:
+    """Candidate loss / log K of every seed at the K-sweep points (D = 2,000 and n_b = 200) and the largest D."""
+    largest = max((r["D"] for r in select(rows, K=10)), default=None)
+    panels = [("K at fixed D = 2,000", lambda r: r["D"] == 2000), ("K at fixed n_b = 200", lambda r: r["n_b"] == 200),
+              (f"K = 10, D = {largest}", lambda r: r["K"] == 10 and r["D"] == largest)]  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    colours: dict[int, str] = {}
+    for ax, (title, keep) in zip(axes, panels, strict=True):
+        labelled = set()
+        for row in sorted((r for r in select(rows) if keep(r)), key=lambda r: (r["K"], r["seed"])):
+            run = runs[row["run"]]
+            steps, cand = series(run, "candidate_loss")
+            colour = colours.setdefault(row["K"], f"C{len(colours)}")
+            label = None if row["K"] in labelled else f"K={row['K']}"
+            labelled.add(row["K"])
+            ax.plot(steps, cand / run["log_k"], color=colour, linewidth=1, label=label)
+        ax.axhline(1.0, color="black", linestyle="--", linewidth=0.8, label="log K")
+        ax.axhline(0.5, color="grey", linestyle=":", linewidth=0.8, label="τ threshold 0.5 log K")
+        ax.set(title=f"{title}: candidate loss (each seed)", xlabel="step", ylabel="candidate loss / log K")
+        ax.legend(fontsize=8)
+    save_figure(fig, out / "loss_curves.png")
+
+
+def plot_direction(rows: list[dict], runs: dict[str, dict], out: Path) -> None:
+    """Training loss per answer token of A -> B and (B, z) -> A at K = 10, each seed."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for direction, colour, name in (
+        ("bz_to_a", "C0", "(B, z) -> A"),
+        ("a_to_b", "C1", "A -> B"),
+        ("az_to_b", "C2", "(A, z) -> B"),
+    ):
+        chosen = [r for r in select(rows, direction=direction, K=10) if r["n_b"] == 200]
+        for index, row in enumerate(sorted(chosen, key=lambda r: r["seed"])):
+            steps, losses = zip(*runs[row["run"]]["losses"], strict=True)
+            ax.plot(steps, losses, color=colour, linewidth=1, label=name if index == 0 else None)
+    ax.axhline(SOLVED_LOSS, color="grey", linestyle="--", linewidth=0.8, label=f"learned: loss {SOLVED_LOSS}")
+    ax.set(yscale="log", xlabel="step", ylabel="training loss per answer token (nats)",
+           title="direction at K = 10, D = 2,000 (each seed)")  # fmt: skip
+    ax.legend(fontsize=8)
+    save_figure(fig, out / "direction.png")
+
+
+def plot_schedules(rows: list[dict], runs: dict[str, dict], out: Path) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, n_b in zip(axes, (200, 1000), strict=True):
+        for schedule, colour in (("constant", "C0"), ("cosine", "C3")):
+            chosen = sorted(select(rows, K=10, n_b=n_b, schedule=schedule), key=lambda r: r["seed"])
+            for index, row in enumerate(chosen):
+                run = runs[row["run"]]
+                steps, cand = series(run, "candidate_loss")
+                ax.plot(steps, cand / run["log_k"], color=colour, linewidth=1,
+                        label=f"{schedule} (each seed)" if index == 0 else None)  # fmt: skip
+        ax.axhline(0.5, color="grey", linestyle=":", linewidth=0.8, label="τ threshold")
+        ax.set(title=f"optimiser schedule, K = 10, D = {10 * n_b:,}", xlabel="step", ylabel="candidate loss / log K")
+        ax.legend(fontsize=8)
+    save_figure(fig, out / "schedules.png")
+
+
+def plot_dz_attention(run: dict, out: Path, name: str) -> None:
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    steps, dz = series(run, "z_shuffle_gap")
+    ax.plot(steps, dz / run["log_k"], label="Δz / log K (z shuffled minus clean, first token)")
+    steps, cand = series(run, "candidate_loss")
+    ax.plot(steps, cand / run["log_k"], label="candidate loss / log K")
+    ax2 = ax.twinx()
+    for column in [c for c in run["diagnostics"][0] if c.startswith("attn_z_l0h")]:
+        s, a = series(run, column)
+        ax2.plot(s, a, linestyle="--", linewidth=1, label=f"selector attention {column.removeprefix('attn_z_')}")
+    if run["tau"]:
+        ax.axvline(run["tau"], color="black", linestyle=":", linewidth=1, label="τ")
+        ax.axvline(run["tau"] / 2, color="grey", linestyle=":", linewidth=1, label="τ / 2")
+    ax.set(title=f"{run['name']}: Δz and layer-0 selector attention", xlabel="step", ylabel="fraction of log K")
+    ax2.set_ylabel("attention mass on z (layer 0, dashed)")
+    lines, lines2 = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7, loc="center left")
+    save_figure(fig, out / name)
+
+
+def plot_group_heatmap(run: dict, out: Path, name: str) -> None:
+    rows = run["groups"]
+    groups = [c for c in rows[0] if c != "step"]
+    steps = np.array([r["step"] for r in rows])
+    matrix = np.array([[r[g] for r in rows] for g in groups])
+    fig, ax = plt.subplots(figsize=(9, 5))
+    image = ax.imshow(matrix[np.argsort(switch_steps(run))], aspect="auto", cmap="viridis", vmin=0, vmax=1,
+                      extent=(steps[0], steps[-1], len(groups), 0), interpolation="nearest")  # fmt: skip
+    if run["tau"]:
+        ax.axvline(run["tau"], color="white", linestyle=":", linewidth=1, label="τ")
+        ax.legend(loc="lower left", fontsize=8)
+    ax.set(title=f"{run['name']}: per-base accuracy (bases sorted by switch step)", xlabel="step", ylabel="base")
+    fig.colorbar(image, ax=ax, label="accuracy over the base's K rows (teacher forced)")
+    save_figure(fig, out / name)
+
+
+def plot_hessian(run: dict, out: Path) -> None:
+    rows = run["hessian"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    x = [r["fraction_of_tau"] for r in rows]
+    ax.plot(x, [r["top"] for r in rows], "o-", label="top eigenvalue")
+    ax.plot(x, [abs(r["bottom"]) for r in rows], "s-", label="|bottom eigenvalue|")
+    ax.plot(x, [abs(r["escape_curvature"]) for r in rows], "^-", label="|curvature along the escape direction|")
+    ax.axvline(1.0, color="black", linestyle=":", linewidth=1, label="τ")
+    ax.set(yscale="log", xlabel="step / τ", ylabel="curvature (log scale)", title=f"{run['name']}: Hessian around τ")
+    ax.legend(fontsize=8)
+    save_figure(fig, out / "hessian.png")
+
+
+def plot_setup(rows: list[dict], runs: dict[str, dict], out: Path) -> None:
+    chosen = [r for r in rows if r["direction"] == "bz_to_a" and r["K"] == 10 and r["D"] == 2000 and r["lr"] == 0.001
+              and r["batch"] == 128 and r["schedule"] == "constant" and r["seed"] == 0]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for row in sorted(chosen, key=lambda r: r["setup"]):
+        run = runs[row["run"]]
+        steps, cand = series(run, "candidate_loss")
+        ax.plot(steps, cand / run["log_k"], label=f"{variant(run)}: τ = {row['tau']}")
+    ax.axhline(0.5, color="grey", linestyle="--", linewidth=0.8, label="τ threshold")
+    ax.set(
+        title="candidate loss by set-up (K = 10, D = 2,000, seed 0)", xlabel="step", ylabel="candidate loss / log K"
+    )
+    ax.legend(fontsize=7)
+    save_figure(fig, out / "setup.png")
