@@ -124,14 +124,27 @@ def run_main(
 ) -> None:
     """A recipe's ``__main__``: log to stderr, parse its command line (default:
     :func:`hf_icot.training.arguments.parse_recipe_args`), run ``main``, and end a bad input (``errors``) with its one
-    sentence and exit status 1 instead of a traceback."""
+    sentence and exit status 1 instead of a traceback; a run stopped by its circumstances
+    (:class:`hf_icot.errors.RunStopped`: preempted, diverged, out of disk space) ends with its sentence and its
+    ``exit_status`` (75 when preempted)."""
     import logging
     import sys
 
+    from hf_icot.errors import RunPreempted, RunStopped
     from hf_icot.training.arguments import parse_recipe_args
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         main(*(parse or parse_recipe_args)())
+    except RunStopped as error:
+        if _is_main_process():  # every process stops with it; one says why
+            print(f"{'' if isinstance(error, RunPreempted) else 'error: '}{error}", file=sys.stderr, flush=True)
+        sys.exit(error.exit_status)
     except errors as error:
         sys.exit(f"error: {error}")
+
+
+def _is_main_process() -> bool:
+    import os
+
+    return os.environ.get("RANK", "0") == "0"
