@@ -66,6 +66,6 @@ def disk_full_error(folder: str | os.PathLike, what: str, needed: int, advice: s
     """
     return DiskFullError(
         f"no space left on device in {str(folder)!r} while writing {what}: it needs about {readable_size(needed)} "
-        f"and {readable_size(free_bytes(folder))} is free; {what} was removed and everything written before it is "
-        f"intact; free some space or choose another folder, {advice}."
+        f"and {readable_size(free_bytes(folder))} is free; what was half-written is removed and everything written "
+        f"before is intact; free some space or choose another folder, {advice}."
     )
