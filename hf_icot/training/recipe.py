@@ -81,7 +81,8 @@ class RecipeRun:
         ``--eval_files`` read as extra evaluation splits.
 
         Raises:
-            ValueError: a task without a ``build``, or what loading and splitting refuse (one sentence each).
+            ValueError: a task without a ``build``, a loaded dataset with a bad row
+                (:func:`hf_icot.data.row_checks.check_rows`), or what loading and splitting refuse (one sentence each).
         """
         from hf_icot.data.loading import load_run_data, read_evaluation_split, run_splits
 
@@ -90,7 +91,10 @@ class RecipeRun:
                 raise ValueError(f"--task {script_args.task!r} needs a dataset builder; give --dataset_name_or_path.")
             dataset, info = build(script_args.task, script_args.task_args)
         else:
+            from hf_icot.data.row_checks import check_rows
+
             dataset, info = load_run_data(script_args.dataset_name_or_path, script_args.dataset_config)
+            check_rows(dataset)  # a bad row is refused now, naming split, row and column, not deep in training
         limit = script_args.max_eval_examples
         train, evaluation_sets = run_splits(dataset, script_args.eval_splits, script_args.max_train_examples, limit)
         for name, source in (getattr(script_args, "eval_files", None) or {}).items():
