@@ -15,9 +15,11 @@ Entering the run, in this order and before any data are built:
 
 1. :func:`hf_icot.training.runtime.use_all_cpu_threads` — a lone CPU process that ``accelerate launch`` left with one
    thread gets every core back;
-2. :func:`hf_icot.training.run_folder.prepare_run_folder` — a new run never writes over another one, and
+2. :class:`hf_icot.training.run_lock.RunLock` — no other run is writing into the run folder now (the lock is held
+   until the run ends, and dropped by the kernel if it dies);
+3. :func:`hf_icot.training.run_folder.prepare_run_folder` — a new run never writes over another one, and
    ``--resume_from_checkpoint PATH|true`` names a complete checkpoint of this run (:attr:`RecipeRun.resume_from`);
-3. ``transformers.set_seed(training_args.seed)``.
+4. ``transformers.set_seed(training_args.seed)``.
 
 Leaving it, every tracked trainer tears its process group down (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.
 end_processes`), also when the study's steps raise.
@@ -52,6 +54,7 @@ class RecipeRun:
     training_args: Any
     resume_from: str | None = None
     trainers: list[Any] = field(default_factory=list)
+    lock: Any = None  # the run folder's RunLock, on the main process
 
     def __enter__(self) -> RecipeRun:
         from transformers import set_seed
@@ -60,14 +63,48 @@ class RecipeRun:
         from hf_icot.training.runtime import use_all_cpu_threads
 
         use_all_cpu_threads(on_cpu=self.training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread
-        self.resume_from = prepare_run_folder(self.training_args)  # before any work: never over another run
+        self._lock_run_folder()  # before the folder is looked at: no other run is writing into it
+        try:
+            self.resume_from = prepare_run_folder(self.training_args)  # before any work: never over another run
+        except BaseException:
+            self._release()
+            raise
         set_seed(self.training_args.seed)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         # Left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT).
-        for trainer in self.trainers:
-            trainer.end_processes(wait=exc_info[0] is None)
+        try:
+            for trainer in self.trainers:
+                trainer.end_processes(wait=exc_info[0] is None)
+        finally:
+            self._release()
+
+    def _lock_run_folder(self) -> None:
+        """Take the run folder's lock on the main process (:mod:`hf_icot.training.run_lock`); every process is
+        refused with its sentence when another run holds it."""
+        from hf_icot.training.run_lock import RunLock
+
+        args = self.training_args
+        refusal = None
+        if args.process_index == 0:
+            self.lock = RunLock(args.output_dir)
+            try:
+                self.lock.acquire()
+            except ValueError as error:
+                refusal = str(error)
+        if args.world_size > 1:
+            import torch.distributed
+
+            shared = [refusal]
+            torch.distributed.broadcast_object_list(shared, src=0)
+            refusal = shared[0]
+        if refusal is not None:
+            raise ValueError(refusal)
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     def track(self, trainer: Any) -> Any:
         """Tear ``trainer``'s processes down when the run ends; returns it."""
