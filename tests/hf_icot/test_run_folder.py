@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
-import struct
 import logging
+import struct
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +18,6 @@ from hf_icot.training.run_folder import (
     last_complete_checkpoint,
     resume_mismatch,
 )
-
 
 #: A safetensors file as its header describes it: 8 bytes of header length, the header, no tensor.
 WHOLE_SAFETENSORS = struct.pack("<Q", 2) + b"{}"
