@@ -136,6 +136,7 @@ def _run_list(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _run_build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from datasets_builder import publish
+    from hf_icot.errors import DiskFullError
 
     task = registry.get_task(args.task)
     values = {field.name: getattr(args, f"param_{field.name}") for field, _ in registry.param_fields(task)}
@@ -152,6 +153,8 @@ def _run_build(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         )
     except ValueError as error:
         parser.error(str(error))
+    except DiskFullError as error:
+        parser.exit(1, f"{parser.prog}: error: {error}\n")
     except KeyboardInterrupt:
         parser.exit(130, f"{parser.prog}: interrupted; {args.out} is unchanged.\n")
     sizes = ", ".join(f"{split} {info['num_examples']}" for split, info in record["splits"].items())

@@ -37,6 +37,7 @@ from tqdm import tqdm
 from datasets_builder import registry
 from datasets_builder.card import CARD_FILE, CONFIG_FILE, read_configs, render_card
 from hf_icot.cot import example_features
+from hf_icot.publishing.disk_space import disk_full_error, folder_bytes, is_disk_full
 from hf_icot.publishing.hub import PushError, describe_push_failure, upload_in_one_commit
 
 logger = logging.getLogger(__name__)
@@ -171,8 +172,15 @@ def _build_locked(
         (staging / config / CONFIG_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         (staging / CARD_FILE).write_text(render_card(staging), encoding="utf-8")
         _swap_into_place(staging, out_dir)
-    except BaseException:  # KeyboardInterrupt too: a half-built staging folder must not outlive the build
+    except BaseException as error:  # KeyboardInterrupt too: a half-built staging folder must not outlive the build
+        full = isinstance(error, Exception) and is_disk_full(error, staging)  # before the removal frees the space
+        written = folder_bytes(staging)
         shutil.rmtree(staging, ignore_errors=True)
+        if full:
+            needed = max(written, sum(_arrow_table(split).nbytes for split in dataset.values()))
+            raise disk_full_error(
+                out_dir.parent, f"config {config!r} of {out_dir.name}", needed, "then run the build again"
+            ) from None
         raise
     return record
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import datasets
@@ -49,6 +50,8 @@ def load_icot_dataset(
         loaded = datasets.load_dataset(path_or_repo, config)
     except (FileNotFoundError, ConnectionError) as error:
         raise ValueError(_not_loadable(path_or_repo, error)) from None
+    except datasets.exceptions.DatasetGenerationError as error:  # files that do not fit the card's schema
+        raise ValueError(_unreadable_rows(path_or_repo, config, error)) from None
     if split is not None and split not in loaded:
         raise ValueError(f"split {split!r} is not in config {config!r}; available: {', '.join(loaded)}.")
     if spec is not None:
@@ -165,6 +168,29 @@ def _config_names(path_or_repo: str) -> list[str]:
         return datasets.get_dataset_config_names(path_or_repo)
     except (FileNotFoundError, ConnectionError) as error:
         raise ValueError(_not_loadable(path_or_repo, error)) from None
+
+
+def _unreadable_rows(path_or_repo: str, config: str, error: Exception) -> str:
+    """Why ``load_dataset`` could not read ``config``: for a local folder, the bad split, row and column
+    (:func:`hf_icot.data.row_checks.check_rows` on each split's Parquet files read as they are)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hf_icot.data.row_checks import check_rows
+
+    cause = str(error.__cause__ or error).strip().splitlines()[0]
+    folder = Path(path_or_repo) / config
+    splits: dict[str, list[Path]] = {}
+    for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+        splits.setdefault(path.name.split("-")[0], []).append(path)
+    try:
+        check_rows({name: datasets.Dataset(pa.concat_tables([pq.read_table(p) for p in paths]))
+                    for name, paths in splits.items()})  # fmt: skip
+    except ValueError as found:
+        return str(found)
+    except (OSError, pa.ArrowException):
+        pass
+    return f"config {config!r} of {path_or_repo!r} cannot be read ({cause}); rebuild it with datasets_builder."
 
 
 def _not_loadable(path_or_repo: str, error: OSError) -> str:

@@ -104,16 +104,19 @@ def load_model_and_tokenizer(
 
     Raises:
         ValueError: a missing folder, a model that cannot be loaded (offline, unknown id, no safetensors, not a
-            causal LM), or a bad ``--scratch_model`` mapping; one sentence saying what to give instead.
+            causal LM), a bad ``--scratch_model`` mapping, or a word-level tokenizer that does not know a word of the
+            data (:func:`hf_icot.data.row_checks.check_words`); one sentence saying what to give instead.
     """
     from transformers import AutoModelForCausalLM
 
+    from hf_icot.data.row_checks import check_words
     from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 
     if args.scratch_model is not None:
         tokenizer = build_word_level_tokenizer(dataset, max_hint_length=longest_hint(layout, dataset["train"]))
         return AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer)), tokenizer
     model, tokenizer = _load_pretrained(args)
+    check_words(dataset, tokenizer)  # a fixed word vocabulary would turn an unknown word into <unk>
     prepare_tokenizer_for_icot(
         tokenizer,
         model,

@@ -99,6 +99,9 @@ def save_model(
 
     Returns:
         ``"full"`` (a plain model), ``"merged"`` (a plain model with the adapter merged in) or ``"adapter"``.
+
+    Raises:
+        hf_icot.errors.DiskFullError: the disk filled up; nothing of this save is left in ``output_dir``.
     """
     from peft import PeftModel
 
@@ -113,10 +116,27 @@ def save_model(
             if base_model_id:
                 for config in model.peft_config.values():
                     config.base_model_name_or_path = base_model_id
+    from hf_icot.publishing.disk_space import disk_full_error, folder_bytes, is_disk_full
+
+    written = None
     with tempfile.TemporaryDirectory(dir=output_dir, prefix=SAVING_PREFIX) as staging:
-        model.save_pretrained(staging, safe_serialization=True)
-        tokenizer.save_pretrained(staging)
-        move_into(Path(staging), output_dir)
+        try:
+            model.save_pretrained(staging, safe_serialization=True)
+            tokenizer.save_pretrained(staging)
+        except Exception as error:
+            if not is_disk_full(error, staging):  # read before the staging folder is removed, freeing the space
+                raise
+            written = folder_bytes(staging)
+        else:
+            move_into(Path(staging), output_dir)
+    if written is not None:
+        weights = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+        raise disk_full_error(
+            output_dir,
+            "the model",
+            max(written, weights),
+            "then run the same command with --resume_from_checkpoint true (training resumes from the last checkpoint)",
+        )
     return kind
 
 

@@ -16,6 +16,7 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 
+from hf_icot.errors import PREEMPTED_EXIT_STATUS
 from hf_icot.studies.claims import INDEX_FILE, LedgerError, write_claims_index
 from hf_icot.studies.sweep import RECORD_FILE, SweepError, load_sweep
 
@@ -61,10 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             runner = SweepRunner(sweep, args.jobs, args.threads, commit=args.commit, retry_failed=args.retry_failed)
             outcomes = runner.run(sweep.select(args.only))
-            failed = sorted(name for name, status in outcomes.items() if status != "ok")
+            failed = sorted(name for name, status in outcomes.items() if status == "failed")
+            preempted = sorted(name for name, status in outcomes.items() if status == "preempted")
             if failed:
                 print(f"failed: {', '.join(failed)} (see their {RECORD_FILE}); --retry-failed runs them again")
-            return 1 if failed else 0
+            if preempted:
+                print(f"preempted: {', '.join(preempted)} (checkpoints kept); run the sweep again to resume them")
+            return 1 if failed else PREEMPTED_EXIT_STATUS if preempted else 0
         if args.command == "commands":
             for run in sweep.runs:
                 if args.all or run.state() not in ("recorded", "failed"):

@@ -4,7 +4,8 @@
 without training it again, resumes a run stopped after a checkpoint (the sweep's ``resume_args``) and restarts one
 stopped before any (``restart_args``), and runs the rest ``jobs`` at a time. A run that fails is recorded as failed
 with its exit status and the last lines of its log, is not tried again unless asked (``retry_failed``), and the sweep
-goes on with the others. Children get SIGTERM when the harness dies (Linux), so a killed sweep leaves no run writing
+goes on with the others. A run that exits with :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS` (it saved a checkpoint on a
+preemption signal) is not recorded: the next sweep resumes it. Children get SIGTERM when the harness dies (Linux), so a killed sweep leaves no run writing
 on its own; started again, it continues where it stopped.
 """
 
@@ -24,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from hf_icot.errors import PREEMPTED_EXIT_STATUS
 from hf_icot.studies.sweep import RECORD_FILE, Run, Sweep, SweepError
 
 LOG_TAIL_LINES = 20
@@ -111,7 +113,8 @@ class SweepRunner:
         return [run for run in runs if run.state() in wanted]
 
     def run(self, runs: Sequence[Run]) -> dict[str, str]:
-        """Run ``runs`` (those still pending); returns name -> ``ok`` / ``failed`` for the ones it handled."""
+        """Run ``runs`` (those still pending); returns name -> ``ok`` / ``failed`` / ``preempted`` (not recorded) for
+        the ones it handled."""
         self.sweep.check_records()
         todo = self.pending(runs)
         self.echo(f"{self.sweep.study}: {len(todo)} of {len(runs)} runs to do, {self.jobs} at a time")
@@ -160,6 +163,13 @@ class SweepRunner:
                 code = -int(signal.SIGKILL)
                 stream.write(f"\nharness: killed after the run's timeout of {run.timeout_s} s\n")
         wall = round(time.monotonic() - start, 1)
+        if code == PREEMPTED_EXIT_STATUS:  # its checkpoint is complete: a failure only of circumstances
+            with self._lock:
+                self._done += 1
+                self.echo(
+                    f"[{self._done}/{self._total}] preempted {run.name} after {wall:.0f} s; the next run resumes it"
+                )
+            return "preempted"
         finished = code == 0 and (run.output_dir / run.done_file).is_file()
         outcome = {"status": "ok" if finished else "failed", "exit_code": code, "wall_s": wall, "command": command}
         if not finished:

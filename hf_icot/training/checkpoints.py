@@ -9,7 +9,11 @@ in; :class:`CheckpointedTrainer` is the plain ``Trainer`` with it, for recipes w
 * ``train(resume_from_checkpoint=True)`` takes the last *complete* checkpoint (transformers' own lookup would take
   the last one even if a killed run left it half-written) and refuses an incomplete one in one sentence;
 * :meth:`SafeRunMixin.end_processes` tears the process group down while the interpreter is alive (also at exit, when a
-  script forgets).
+  script forgets);
+* a preemption signal saves a checkpoint at the end of the step and stops with :class:`~hf_icot.errors.RunPreempted`
+  (:mod:`hf_icot.training.preemption`);
+* a non-finite loss stops training before the optimizer step with :class:`~hf_icot.errors.NonFiniteLossError`;
+* a checkpoint that runs out of disk space is removed, and the run stops with :class:`~hf_icot.errors.DiskFullError`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import gc
 import json
 import logging
 import os
+import shutil
 import weakref
 from typing import Any
 
@@ -26,6 +31,9 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from hf_icot.errors import NonFiniteLossError, RunPreempted
+from hf_icot.publishing.disk_space import disk_full_error, folder_bytes, is_disk_full
+from hf_icot.training.preemption import DEFAULT_SIGNALS, PreemptionCallback, parse_signals
 from hf_icot.training.run_folder import CHECKPOINT_WRITING, TRAINER_STATE, checkpoint_problem, last_complete_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -40,9 +48,12 @@ def _end_processes_at_exit(trainer: weakref.ref) -> None:
 class SafeRunMixin:
     """Kill-safe checkpoints, resume from the last complete one, process teardown (see the module docstring)."""
 
-    def _register_teardown(self) -> None:
-        """Call once the ``Trainer`` is built: a script that forgets :meth:`end_processes` still tears the group
-        down before interpreter shutdown."""
+    def _register_safeguards(self) -> None:
+        """Call once the ``Trainer`` is built: preemption signals are caught while training (``args.
+        preemption_signals``, SIGTERM for arguments without the field), and a script that forgets
+        :meth:`end_processes` still tears the group down before interpreter shutdown."""
+        self.preemption = PreemptionCallback(parse_signals(getattr(self.args, "preemption_signals", DEFAULT_SIGNALS)))
+        self.add_callback(self.preemption)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             atexit.register(_end_processes_at_exit, weakref.ref(self))
 
@@ -68,6 +79,50 @@ class SafeRunMixin:
             step = json.load(stream)["global_step"]
         logger.info("resuming from %s: its %d optimizer steps are done", resume_from_checkpoint, step)
         return str(resume_from_checkpoint)
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
+        """``Trainer.train`` from :meth:`resolve_resume`'s checkpoint.
+
+        Raises:
+            ValueError: what :meth:`resolve_resume` refuses.
+            hf_icot.errors.RunPreempted: a preemption signal arrived; its message says where the checkpoint is and
+                how to continue.
+        """
+        output = super().train(
+            resume_from_checkpoint=self.resolve_resume(resume_from_checkpoint), trial=trial, **kwargs
+        )
+        step = self.preemption.preempted_at
+        if step is not None:
+            name = self.preemption.received.name if self.preemption.received is not None else "a signal"
+            folder = self._last_checkpoint() or self.args.output_dir
+            raise RunPreempted(
+                f"preempted by {name} after step {step} of {self.state.max_steps}: saved {folder}; continue with "
+                "the same command and --resume_from_checkpoint true."
+            )
+        return output
+
+    def _step_description(self, step: int) -> str:
+        """What messages say of ``step`` beyond its number (a curriculum's stage); empty here."""
+        return ""
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        """``Trainer.training_step``; a NaN or infinite loss stops training before the optimizer step.
+
+        Raises:
+            hf_icot.errors.NonFiniteLossError: one sentence naming the step, the loss, the learning rate and the last
+                complete checkpoint.
+        """
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not torch.isfinite(loss).all():
+            step = self.state.global_step + 1  # the step being computed, counted from 1 as the logs count
+            last = self._last_checkpoint()
+            raise NonFiniteLossError(
+                f"the training loss is {loss.item()} at step {step}{self._step_description(step - 1)} with learning "
+                f"rate {self._get_learning_rate():.3g}; training stopped before the optimizer step, and the last good "
+                f"checkpoint is {last or 'none (none was saved)'}; lower the learning rate (or slow the curriculum) "
+                "and resume from it."
+            )
+        return loss
 
     def end_processes(self, wait: bool = True) -> None:
         """Wait for every process, then tear the process group down while the interpreter is fully alive.
@@ -99,11 +154,15 @@ class SafeRunMixin:
             open(marker, "w").close()
         limit = self.args.save_total_limit
         self.args.save_total_limit = None  # rotation waits until this checkpoint is complete
+        failure = None
         try:
             super()._save_checkpoint(model, trial)
+        except Exception as error:  # noqa: BLE001  (every process must learn of it before any raises)
+            failure = error
         finally:
             self.args.save_total_limit = limit
-        self.accelerator.wait_for_everyone()  # every process's RNG state and optimizer shard is written
+        if self._any_process(failure is not None):  # also the barrier: every RNG state and optimizer shard written
+            self._abandon_checkpoint(folder, failure)
         if self.args.should_save:
             os.remove(marker)
             rotate_checkpoints(
@@ -113,6 +172,34 @@ class SafeRunMixin:
                 use_mtime=True,
             )
 
+    def _any_process(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any process; a collective, so also a barrier."""
+        if self.accelerator.num_processes == 1:
+            return flag
+        return bool(self.accelerator.gather(torch.tensor([int(flag)], device=self.args.device)).max().item())
+
+    def _abandon_checkpoint(self, folder: str, failure: Exception | None) -> None:
+        """Remove the checkpoint a process failed to write, then raise: a full disk as one sentence, any other
+        failure as it was (on the processes that did not fail: a sentence saying another one did)."""
+        full = failure is not None and is_disk_full(failure, folder)  # read before the removal frees the space
+        written = folder_bytes(folder)
+        if self.args.should_save:
+            shutil.rmtree(folder, ignore_errors=True)
+        previous = self._last_checkpoint()
+        if full:
+            weights = sum(p.numel() * p.element_size() for p in self.model.parameters())
+            estimate = weights * (1 if self.args.save_only_model else 3)  # AdamW keeps two moments per weight
+            needed = max(folder_bytes(previous) if previous else 0, written, estimate)
+            raise disk_full_error(
+                os.path.dirname(folder),
+                os.path.basename(folder),
+                needed,
+                f"then resume with --resume_from_checkpoint true (from {previous or 'the start: none was saved'})",
+            ) from None
+        if failure is not None:
+            raise failure
+        raise RuntimeError(f"another process failed to write {folder}, so it was removed; see that process's error.")
+
 
 class CheckpointedTrainer(SafeRunMixin, Trainer):
     """``transformers.Trainer`` with kill-safe checkpoints and resume from the last complete one (the module
@@ -120,8 +207,4 @@ class CheckpointedTrainer(SafeRunMixin, Trainer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._register_teardown()
-
-    def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
-        """``Trainer.train`` from :meth:`resolve_resume`'s checkpoint."""
-        return super().train(resume_from_checkpoint=self.resolve_resume(resume_from_checkpoint), trial=trial, **kwargs)
+        self._register_safeguards()

@@ -46,8 +46,19 @@ class RunArguments(TrainingArguments):
         },
     )
 
+    preemption_signals: list[str] = field(
+        default_factory=lambda: ["SIGTERM"],
+        metadata={
+            "help": "Signals a scheduler sends before it kills a job (e.g. SIGTERM SIGUSR1; none: none): on one, the "
+            "run saves a checkpoint at the end of the step, says how to continue, and exits with status 75."
+        },
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        from hf_icot.training.preemption import parse_signals
+
+        parse_signals(self.preemption_signals)  # a wrong name fails here, before any data are built
         if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):  # Trainer would fail after the data
             raise ValueError(f"output_dir {self.output_dir!r} is a file; give a folder (new, or one to write into).")
 

@@ -15,9 +15,11 @@ Entering the run, in this order and before any data are built:
 
 1. :func:`hf_icot.training.runtime.use_all_cpu_threads` — a lone CPU process that ``accelerate launch`` left with one
    thread gets every core back;
-2. :func:`hf_icot.training.run_folder.prepare_run_folder` — a new run never writes over another one, and
+2. :class:`hf_icot.training.run_lock.RunLock` — no other run is writing into the run folder now (the lock is held
+   until the run ends, and dropped by the kernel if it dies);
+3. :func:`hf_icot.training.run_folder.prepare_run_folder` — a new run never writes over another one, and
    ``--resume_from_checkpoint PATH|true`` names a complete checkpoint of this run (:attr:`RecipeRun.resume_from`);
-3. ``transformers.set_seed(training_args.seed)``.
+4. ``transformers.set_seed(training_args.seed)``.
 
 Leaving it, every tracked trainer tears its process group down (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.
 end_processes`), also when the study's steps raise.
@@ -52,6 +54,7 @@ class RecipeRun:
     training_args: Any
     resume_from: str | None = None
     trainers: list[Any] = field(default_factory=list)
+    lock: Any = None  # the run folder's RunLock, on the main process
 
     def __enter__(self) -> RecipeRun:
         from transformers import set_seed
@@ -60,14 +63,48 @@ class RecipeRun:
         from hf_icot.training.runtime import use_all_cpu_threads
 
         use_all_cpu_threads(on_cpu=self.training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread
-        self.resume_from = prepare_run_folder(self.training_args)  # before any work: never over another run
+        self._lock_run_folder()  # before the folder is looked at: no other run is writing into it
+        try:
+            self.resume_from = prepare_run_folder(self.training_args)  # before any work: never over another run
+        except BaseException:
+            self._release()
+            raise
         set_seed(self.training_args.seed)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         # Left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT).
-        for trainer in self.trainers:
-            trainer.end_processes(wait=exc_info[0] is None)
+        try:
+            for trainer in self.trainers:
+                trainer.end_processes(wait=exc_info[0] is None)
+        finally:
+            self._release()
+
+    def _lock_run_folder(self) -> None:
+        """Take the run folder's lock on the main process (:mod:`hf_icot.training.run_lock`); every process is
+        refused with its sentence when another run holds it."""
+        from hf_icot.training.run_lock import RunLock
+
+        args = self.training_args
+        refusal = None
+        if args.process_index == 0:
+            self.lock = RunLock(args.output_dir)
+            try:
+                self.lock.acquire()
+            except ValueError as error:
+                refusal = str(error)
+        if args.world_size > 1:
+            import torch.distributed
+
+            shared = [refusal]
+            torch.distributed.broadcast_object_list(shared, src=0)
+            refusal = shared[0]
+        if refusal is not None:
+            raise ValueError(refusal)
+
+    def _release(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
 
     def track(self, trainer: Any) -> Any:
         """Tear ``trainer``'s processes down when the run ends; returns it."""
@@ -81,7 +118,8 @@ class RecipeRun:
         ``--eval_files`` read as extra evaluation splits.
 
         Raises:
-            ValueError: a task without a ``build``, or what loading and splitting refuse (one sentence each).
+            ValueError: a task without a ``build``, a loaded dataset with a bad row
+                (:func:`hf_icot.data.row_checks.check_rows`), or what loading and splitting refuse (one sentence each).
         """
         from hf_icot.data.loading import load_run_data, read_evaluation_split, run_splits
 
@@ -90,7 +128,10 @@ class RecipeRun:
                 raise ValueError(f"--task {script_args.task!r} needs a dataset builder; give --dataset_name_or_path.")
             dataset, info = build(script_args.task, script_args.task_args)
         else:
+            from hf_icot.data.row_checks import check_rows
+
             dataset, info = load_run_data(script_args.dataset_name_or_path, script_args.dataset_config)
+            check_rows(dataset)  # a bad row is refused now, naming split, row and column, not deep in training
         limit = script_args.max_eval_examples
         train, evaluation_sets = run_splits(dataset, script_args.eval_splits, script_args.max_train_examples, limit)
         for name, source in (getattr(script_args, "eval_files", None) or {}).items():
@@ -124,14 +165,27 @@ def run_main(
 ) -> None:
     """A recipe's ``__main__``: log to stderr, parse its command line (default:
     :func:`hf_icot.training.arguments.parse_recipe_args`), run ``main``, and end a bad input (``errors``) with its one
-    sentence and exit status 1 instead of a traceback."""
+    sentence and exit status 1 instead of a traceback; a run stopped by its circumstances
+    (:class:`hf_icot.errors.RunStopped`: preempted, diverged, out of disk space) ends with its sentence and its
+    ``exit_status`` (75 when preempted)."""
     import logging
     import sys
 
+    from hf_icot.errors import RunPreempted, RunStopped
     from hf_icot.training.arguments import parse_recipe_args
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         main(*(parse or parse_recipe_args)())
+    except RunStopped as error:
+        if _is_main_process():  # every process stops with it; one says why
+            print(f"{'' if isinstance(error, RunPreempted) else 'error: '}{error}", file=sys.stderr, flush=True)
+        sys.exit(error.exit_status)
     except errors as error:
         sys.exit(f"error: {error}")
+
+
+def _is_main_process() -> bool:
+    import os
+
+    return os.environ.get("RANK", "0") == "0"

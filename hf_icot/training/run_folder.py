@@ -14,6 +14,8 @@ import logging
 import os
 import re
 import shutil
+import struct
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,43 @@ def checkpoint_problem(folder: str | os.PathLike) -> str | None:
         return f"its {TRAINER_STATE} holds no global_step"
     if not any((folder / name).exists() for name in CHECKPOINT_WEIGHTS):
         return "it holds no model weights"
+    for path in sorted(folder.iterdir()):
+        damage = file_damage(path)
+        if damage is not None:
+            return f"its {path.name} {damage}"
+    return None
+
+
+def file_damage(path: Path) -> str | None:
+    """How a checkpoint file is broken, as a clause (``"is cut short: ..."``), or None when it reads whole: a
+    ``.safetensors`` file by its own header (8 bytes of length, the JSON header, then exactly the bytes the header's
+    offsets end at, as safetensors itself checks when it loads), a ``.pt``/``.pth`` file (``torch.save``'s zip) by
+    its zip directory, which a cut-short copy loses. Cheap: no tensor is read."""
+    if path.suffix == ".safetensors":
+        return _safetensors_damage(path)
+    if path.suffix in (".pt", ".pth", ".bin"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                archive.infolist()
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return "is cut short or corrupt (its zip directory is unreadable, so torch.load cannot read it)"
+    return None
+
+
+def _safetensors_damage(path: Path) -> str | None:
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as stream:
+            (length,) = struct.unpack("<Q", stream.read(8))
+            if 8 + length > size:
+                return f"is cut short: {size} bytes, fewer than its {8 + length}-byte header"
+            header = json.loads(stream.read(length))
+    except (struct.error, OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return "is cut short or corrupt (its header is unreadable)"
+    ends = [entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"]
+    expected = 8 + length + max(ends, default=0)
+    if size != expected:
+        return f"is cut short or corrupt: {size} bytes where its header says {expected}"
     return None
 
 

@@ -21,8 +21,9 @@ answer-token accuracy
   (:mod:`hf_icot.training.run_folder`).
 * **The end of a run** (:mod:`hf_icot.training.outputs`): ``evaluate_splits``, ``save_run``, ``create_model_card``,
   ``push_to_hub``.
-* **Non-finite loss** stops training with :class:`NonFiniteLossError` before the optimizer steps, so the last saved
-  checkpoint stays the last good one.
+* **What clusters do to runs** (:class:`~hf_icot.training.checkpoints.SafeRunMixin`): a preemption signal saves a
+  checkpoint and stops; a non-finite loss stops before the optimizer step (the last saved checkpoint stays the last
+  good one); a checkpoint that fills the disk is removed.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from transformers.trainer_utils import has_length
 from hf_icot.curriculum import Schedule, schedule_from_dict
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.collator import ICoTCollator
+from hf_icot.errors import NonFiniteLossError  # noqa: F401  (raised by SafeRunMixin.training_step; its old home)
 from hf_icot.modeling.sizing import context_length
 from hf_icot.training.answer_accuracy import AnswerAccuracyMixin
 from hf_icot.training.checkpoints import SafeRunMixin
@@ -51,10 +53,6 @@ logger = logging.getLogger(__name__)
 
 #: Marks a rendered batch that ``max_len_train`` skips (popped before the model sees the batch).
 SKIP_KEY = "icot_skip"
-
-
-class NonFiniteLossError(RuntimeError):
-    """The training loss became NaN or infinite."""
 
 
 class ICoTStateCallback(TrainerCallback, ExportableState):
@@ -211,7 +209,7 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, SafeRunMixin, Trainer):
                 stop_at=args.stop_at_implicit_em,
             )
             self.add_callback(self.generation_eval)
-        self._register_teardown()
+        self._register_safeguards()
 
     def _inserted_tokens(self, dataset: Any) -> list[str]:
         """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
@@ -322,17 +320,10 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, SafeRunMixin, Trainer):
         if inputs.pop(SKIP_KEY, False):
             # No forward or backward: parameters without a gradient are left alone by the optimizer step.
             return torch.zeros((), device=self.args.device)
-        loss = super().training_step(model, inputs, num_items_in_batch)
-        if not torch.isfinite(loss).all():
-            step = self.state.global_step
-            last = self._last_checkpoint()
-            raise NonFiniteLossError(
-                f"the training loss is {loss.item()} at step {step} (stage {self.schedule.stage(step)}, "
-                f"{self.schedule.describe_stage(step)} removed); training stopped before the optimizer step, and the "
-                f"last good checkpoint is {last or 'none (none was saved)'}; lower the learning rate or slow the "
-                "curriculum and resume from it."
-            )
-        return loss
+        return super().training_step(model, inputs, num_items_in_batch)  # a non-finite loss stops (SafeRunMixin)
+
+    def _step_description(self, step: int) -> str:
+        return f" (stage {self.schedule.stage(step)}, {self.schedule.describe_stage(step)} removed)"
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self.state.global_step > 0:
@@ -377,7 +368,6 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, SafeRunMixin, Trainer):
             ValueError: an incomplete checkpoint, True with no complete checkpoint, or a checkpoint written with
                 another schedule, seed or batch size.
         """
-        resume_from_checkpoint = self.resolve_resume(resume_from_checkpoint)
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})

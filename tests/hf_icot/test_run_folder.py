@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import struct
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,13 +19,16 @@ from hf_icot.training.run_folder import (
     resume_mismatch,
 )
 
+#: A safetensors file as its header describes it: 8 bytes of header length, the header, no tensor.
+WHOLE_SAFETENSORS = struct.pack("<Q", 2) + b"{}"
+
 
 def checkpoint(folder: Path, step: int, weights: str | None = "model.safetensors", state: str | None = None) -> Path:
     """A ``checkpoint-<step>`` folder with a weights file and a trainer state (None: left out)."""
     path = folder / f"checkpoint-{step}"
     path.mkdir(parents=True)
     if weights:
-        (path / weights).write_bytes(b"weights")
+        (path / weights).write_bytes(WHOLE_SAFETENSORS)
     if state is None:
         state = json.dumps({"global_step": step, "train_batch_size": 8})
     if state:
@@ -44,6 +48,16 @@ def test_checkpoint_problem_names_what_is_missing(tmp_path: Path) -> None:
     (writing / CHECKPOINT_WRITING).touch()
     assert checkpoint_problem(writing) == "it was being written when its run stopped"
     assert checkpoint_problem(tmp_path / "checkpoint-8") == "it does not exist"
+    cut_weights = checkpoint(tmp_path, 9)
+    (cut_weights / "model.safetensors").write_bytes(b"weights")
+    assert (
+        checkpoint_problem(cut_weights) == "its model.safetensors is cut short or corrupt (its header is unreadable)"
+    )
+    cut_optimizer = checkpoint(tmp_path, 10)
+    (cut_optimizer / "optimizer.pt").write_bytes(b"PK\x03\x04 half of a zip")
+    assert checkpoint_problem(cut_optimizer) == (
+        "its optimizer.pt is cut short or corrupt (its zip directory is unreadable, so torch.load cannot read it)"
+    )
 
 
 def test_last_complete_checkpoint_skips_later_incomplete_ones_and_says_so(

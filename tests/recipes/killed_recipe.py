@@ -5,11 +5,17 @@ process at a chosen moment; launched by the resume tests.
     python tests/recipes/killed_recipe.py checkpoint N RECIPE_ARGS...   # while checkpoint-N is being written
     python tests/recipes/killed_recipe.py final_model 0 RECIPE_ARGS...  # halfway through writing model.safetensors
     python tests/recipes/killed_recipe.py --recipe recipes/marginals.py step N RECIPE_ARGS...
+    python tests/recipes/killed_recipe.py sigterm N RECIPE_ARGS...      # SIGTERM to itself as step N + 1 begins
+    python tests/recipes/killed_recipe.py sigusr1 N RECIPE_ARGS...      # the same with SIGUSR1
+    python tests/recipes/killed_recipe.py hold N RECIPE_ARGS...         # wait as step N + 1 begins (see below)
 
 ``step`` kills once N steps are done (every checkpoint up to N is written), for any ``Trainer``; ``checkpoint`` kills
 after the model, optimizer and scheduler of checkpoint-N are on disk but before its RNG state and
-``trainer_state.json``; ``final_model`` writes half of the final model's safetensors bytes, then kills. The command
-line after the moment and N is the recipe's own.
+``trainer_state.json``; ``final_model`` writes half of the final model's safetensors bytes, then kills. ``sigterm``
+and ``sigusr1`` send the signal instead of killing, as a scheduler warns a job before it kills it, from the first
+process only under ``accelerate launch`` (the others must learn of it from that one). ``hold`` writes
+``$ICOT_TEST_HOLD/held`` and waits until ``$ICOT_TEST_HOLD/release`` exists (every process). The command line after the
+moment and N is the recipe's own.
 """
 
 from __future__ import annotations
@@ -39,6 +45,38 @@ def kill_at_step(step: int) -> None:
     def get_batch_samples(self, *args, **kwargs):
         if self.state.global_step == step:  # called as each optimizer step begins, after the last one's save
             kill()
+        return original(self, *args, **kwargs)
+
+    Trainer.get_batch_samples = get_batch_samples
+
+
+def signal_at_step(step: int, number: signal.Signals) -> None:
+    from transformers import Trainer
+
+    original = Trainer.get_batch_samples
+
+    def get_batch_samples(self, *args, **kwargs):
+        if self.state.global_step == step and os.environ.get("RANK", "0") == "0":
+            os.kill(os.getpid(), number)
+        return original(self, *args, **kwargs)
+
+    Trainer.get_batch_samples = get_batch_samples
+
+
+def hold_at_step(step: int) -> None:
+    import time
+
+    from transformers import Trainer
+
+    original = Trainer.get_batch_samples
+    folder = Path(os.environ["ICOT_TEST_HOLD"])
+
+    def get_batch_samples(self, *args, **kwargs):
+        if self.state.global_step == step:
+            if os.environ.get("RANK", "0") == "0":
+                (folder / "held").write_text(str(os.getpid()))
+            while not (folder / "release").exists():
+                time.sleep(0.1)
         return original(self, *args, **kwargs)
 
     Trainer.get_batch_samples = get_batch_samples
@@ -80,8 +118,13 @@ if __name__ == "__main__":
         RECIPE, arguments = REPO / arguments[1], arguments[2:]
     sys.path.insert(0, str(RECIPE.parent))  # the recipe's sibling modules, as running it as a script puts them
     moment, at, *recipe_argv = arguments
-    {"step": kill_at_step, "checkpoint": kill_in_checkpoint, "final_model": lambda _: kill_in_final_model()}[moment](
-        int(at)
-    )
+    {
+        "step": kill_at_step,
+        "checkpoint": kill_in_checkpoint,
+        "final_model": lambda _: kill_in_final_model(),
+        "sigterm": lambda n: signal_at_step(n, signal.SIGTERM),
+        "sigusr1": lambda n: signal_at_step(n, signal.SIGUSR1),
+        "hold": hold_at_step,
+    }[moment](int(at))
     sys.argv = [str(RECIPE), *recipe_argv]
     runpy.run_path(str(RECIPE), run_name="__main__")

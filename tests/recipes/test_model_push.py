@@ -17,6 +17,7 @@ import pytest
 
 from hf_icot.publishing import hub
 from hf_icot.publishing.hub import PushError, push_output_dir
+from hf_icot.training.run_lock import LOCK_FILE
 from tests.push_faults import FAULTS, TRANSIENT, PushFault, backoff_waits, file_hashes  # noqa: F401  (a fixture)
 from tests.recipes.conftest import REPO, recipe_args, run_recipe
 
@@ -24,8 +25,13 @@ COMMIT = r"^POST /api/models/.*/commit/"
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
-    """Relative path -> bytes of every file under ``folder`` (hidden files and subfolders included)."""
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """Relative path -> bytes of every file under ``folder`` (hidden files and subfolders included), but the run's
+    lock, which is there while the run is (hf_icot.training.run_lock)."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK_FILE
+    }
 
 
 def _published(folder: Path) -> dict[str, bytes]:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -141,6 +142,21 @@ def test_a_failing_run_is_recorded_once_with_its_status_and_log_and_the_sweep_go
     assert [line.split()[0] for line in calls(study)].count("broken") == 2
 
 
+def test_a_preempted_run_is_not_recorded_as_failed_and_the_next_sweep_resumes_it(tmp_path: Path) -> None:
+    study = write_sweep(tmp_path / "study", [
+        {"name": "preempted", "seed": 0, "args": ["--preempted"]},
+        {"name": "fine", "seed": 1},
+    ])  # fmt: skip
+    result = harness("run", str(study))
+    assert result.returncode == 75, result.stderr
+    assert "preempted: preempted (checkpoints kept); run the sweep again to resume them" in result.stdout
+    assert not (study / "runs" / "preempted").exists() and record(study, "fine")["status"] == "ok"
+    again = harness("run", str(study))
+    assert again.returncode == 0, again.stderr
+    assert calls(study) == ["preempted 0", "fine 1", "preempted 0 resume=true"], "resumed once, fine not redone"
+    assert record(study, "preempted")["status"] == "ok"
+
+
 def test_records_of_another_sweep_definition_are_refused(tmp_path: Path) -> None:
     study = write_sweep(tmp_path / "study", [{"name": "point", "seeds": [0]}])
     assert harness("run", str(study)).returncode == 0
@@ -182,7 +198,7 @@ def test_a_stopped_run_resumes_from_its_checkpoint_or_starts_over(tmp_path: Path
     checkpoint = study / "outputs" / "kept" / "checkpoint-2"
     checkpoint.mkdir(parents=True)
     (checkpoint / "trainer_state.json").write_text('{"global_step": 2}')
-    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    (checkpoint / "model.safetensors").write_bytes(struct.pack("<Q", 2) + b"{}")  # whole: a header, no tensor
     (study / "outputs" / "lost").mkdir(parents=True)
     (study / "outputs" / "lost" / "debris.txt").write_text("a run stopped before its first checkpoint\n")
     assert harness("run", str(study)).returncode == 0
