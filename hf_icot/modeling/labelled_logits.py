@@ -106,37 +106,44 @@ def causal_lm_loss(
 
 @torch.no_grad()
 def exact_strategies(
-    model: Any, inputs: Mapping[str, Any], output_layer: torch.nn.Module | None = None
+    model: Any, inputs: Mapping[str, Any], output_layer: torch.nn.Module | None = None, rows: int = 2
 ) -> dict[str, bool]:
-    """Which :data:`STRATEGIES` give, on this batch (``inputs`` with ``labels``), the logits and the loss of the
-    model's own full forward (to float rounding), in evaluation mode (no dropout; the mode is restored after).
+    """Which :data:`STRATEGIES` give, on the first ``rows`` rows of this batch (``inputs`` with ``labels``; a few rows
+    keep the full logits computed for the check small), the logits and the loss of the model's own full forward (to
+    float rounding), in evaluation mode (no dropout; the mode is restored after).
 
     Every strategy is tried whatever the others give (one forward each), so processes that check their own batches
     run the same forwards."""
+    batch_size = inputs["input_ids"].shape[0]
+    inputs = {
+        name: value[:rows] if torch.is_tensor(value) and value.dim() and value.shape[0] == batch_size else value
+        for name, value in inputs.items()
+    }
+    labels = inputs["labels"]
+    forward_inputs = {name: value for name, value in inputs.items() if name != "labels"}
+    positions = predicting_positions(labels)
     was_training = model.training
     model.eval()
     try:
         full = model(**inputs)
-        labels = inputs["labels"]
-        forward_inputs = {name: value for name, value in inputs.items() if name != "labels"}
-        positions = predicting_positions(labels)
-        expected = full["logits"][positions.to(full["logits"].device)] if full["logits"].dim() == 3 else None
+        logits, loss = full.get("logits"), full.get("loss")
+        expected = logits[positions.to(logits.device)] if logits is not None and logits.dim() == 3 else None
+        del full, logits
         verdicts = {}
         for strategy in STRATEGIES:
             try:
-                logits = labelled_logits(model, forward_inputs, positions, strategy, output_layer)["logits"]
+                ours = labelled_logits(model, forward_inputs, positions, strategy, output_layer)["logits"]
             except Exception:  # noqa: BLE001  (a model that cannot be split this way: any error says so)
                 verdicts[strategy] = False
                 continue
             verdicts[strategy] = bool(
                 expected is not None
-                and full.get("loss") is not None
-                and logits.shape == expected.shape
-                and torch.allclose(logits.float(), expected.float(), rtol=1e-4, atol=1e-5)
-                and torch.allclose(
-                    causal_lm_loss(logits, labels, positions), full["loss"].float(), 1e-5, 1e-6, equal_nan=True
-                )
+                and loss is not None
+                and ours.shape == expected.shape
+                and torch.allclose(ours.float(), expected.float(), rtol=1e-4, atol=1e-5)
+                and torch.allclose(causal_lm_loss(ours, labels, positions), loss.float(), 1e-5, 1e-6, equal_nan=True)
             )
+            del ours
         return verdicts
     finally:
         model.train(was_training)

@@ -3,10 +3,10 @@ the cross entropy run where the next token carries a label (:mod:`hf_icot.modeli
 loss, gradients and gradient-accumulation scaling as ``Trainer.compute_loss``'s full computation.
 
 The way to split the model is chosen once, on the first batch that needs it: each strategy is run beside the model's
-own full forward, every process's verdicts are combined (a strategy is used only if it is exact on every process) and
-the first exact one is kept. A model neither way splits exactly (one that computes its own loss, such as the parity
-theory models), a label smoother, a ``compute_loss_func`` or an evaluation that returns logits gets the full
-computation, said once in the log.
+own full forward (on two of its rows, so the check's full logits stay small), every process's verdicts are combined (a
+strategy is used only if it is exact on every process) and the first exact one is kept. A model neither way splits
+exactly (one that computes its own loss, such as the parity theory models), a label smoother, a ``compute_loss_func``
+or an evaluation that returns logits gets the full computation, said once in the log.
 """
 
 from __future__ import annotations
