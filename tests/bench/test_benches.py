@@ -26,6 +26,7 @@ TINY = {
         "--steps", "3", "--warmup", "1", "--repeats", "1", "--batch_size", "4", "--n_layer", "1", "--n_embd", "16",
     ],
     "bench_entry_points.py": ["--tiny"],
+    "bench_quickstart.py": ["--tiny", "--threads", "1"],
     "bench_logits_memory.py": ["--vocab-size", "512", "--hidden-size", "8", "--n-layer", "1", "--batch-size", "4",
                                "--steps", "2"],
     "bench_vs_reference.py": [
@@ -123,6 +124,23 @@ def test_bench_entry_points_runs_both_forms_and_prints_their_ratios(tmp_path: Pa
         assert steps == 4 and wall_s > 0 and train_s > 0 and steps_per_s > 0, form
         assert (tmp_path / form.split()[0] / "model.safetensors").is_file(), "each form ran the recipe to the end"
     ratios = re.search(rf"^accelerate launch / python: steps/s ({NUMBER})x, wall time ({NUMBER})x$", out, re.M)
+    assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
+
+
+def test_bench_quickstart_runs_old_and_new_to_the_end_and_prints_times_accuracies_and_ratios(tmp_path: Path) -> None:
+    out = run_bench("bench_quickstart.py", *TINY["bench_quickstart.py"], "--output_root", str(tmp_path))
+    rows = {
+        form: list(map(number, figures))
+        for form, *figures in re.findall(
+            rf"^(old|new) +({NUMBER}) +({NUMBER}) +(\d+) +{'(' + NUMBER + ') +' * 3}({NUMBER})$", out, re.M
+        )
+    }
+    assert set(rows) == {"old", "new"}
+    for form, (wall_s, train_s, steps, steps_per_s, *accuracies) in rows.items():
+        assert steps == 2 and wall_s > train_s > 0 and steps_per_s > 0 and all(0 <= a <= 1 for a in accuracies), form
+        assert (tmp_path / form / "eval_results.json").is_file(), "each form ran the recipe to the end"
+    assert "--per_device_train_batch_size 256 --learning_rate 2e-3" in out, "the new form's flags are printed"
+    ratios = re.search(rf"^old / new: wall time ({NUMBER})x, training time ({NUMBER})x$", out, re.M)
     assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
 
 
