@@ -18,7 +18,9 @@ Examples (from the repository root)::
 ``recipes/parity_mlp.py``) or any causal LM family (``gpt2``). The theory
 models round their attention weights (:class:`hf_icot.modeling.theory.RoundingCallback`: A to integers after every
 step, B to halves at every stage end); every causal-LM run logs teacher-forced answer accuracy every ``eval_steps``
-(:mod:`hf_icot.diagnostics.answer_accuracy`). The run folder holds what ``icot_gpt2.py`` leaves plus ``stages.json``;
+(:mod:`hf_icot.diagnostics.answer_accuracy`). The run folder holds what ``icot_gpt2.py`` leaves plus ``stages.json``
+and, for the theory transformers, ``attention.json`` (each node's attention with every CoT position padded, its true
+children and whether it found them: :func:`hf_icot.modeling.theory.inspection.children_report`);
 ``results/parity/make_results.py`` turns run folders into tables and plots.
 """
 
@@ -33,6 +35,8 @@ from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("parity")
 
+#: The record of what each node of a theory transformer attends to (hf_icot.modeling.theory.inspection).
+ATTENTION_FILE = "attention.json"
 #: How each theory model is rounded: (grid, when).
 ROUNDING = {"log_icot_parity": (1.0, "step"), "linear_attention_parity": (0.5, "stage")}
 
@@ -44,9 +48,11 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         ValueError: bad input (one sentence saying what to change), before any training.
     """
     from datasets_builder import build_dataset
+    from datasets_builder.tasks.parity import secret_support
     from hf_icot.diagnostics.answer_accuracy import AnswerAccuracyCallback
     from hf_icot.modeling.loading import load_model_for_run
     from hf_icot.modeling.theory import RoundingCallback, check_parity_data
+    from hf_icot.modeling.theory.inspection import children_report
     from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
     from hf_icot.training.config import schedule_from_config
     from hf_icot.training.recipe import RecipeRun
@@ -94,8 +100,20 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             weights_kind=weights_kind,
             license=script_args.card_license,
         )
-        run.write_records({STAGES_FILE: run.stages(trainer)})
+        records = {STAGES_FILE: run.stages(trainer)}
+        if (
+            model_type in ROUNDING and script_args.task
+        ):  # theory transformers: what each node attends to vs its children
+            records[ATTENTION_FILE] = children_report(trainer.model, secret_support(task_params(script_args)))
+        run.write_records(records)
     return metrics
+
+
+def task_params(script_args: ScriptArguments):
+    """The parity task's parameters of this run (its secret support is a function of them)."""
+    from datasets_builder import registry
+
+    return registry.make_params("parity", **(script_args.task_args or {}))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,8 @@ def train_parity_mlp(
     evaluation_sets: Mapping[str, Any],
     resume_from: str | None = None,
 ) -> tuple[dict[str, float], Any]:
-    """Train the MLP under ``schedule`` (``Mixture`` with a hint, or ``NoCoT``: the end-to-end baseline), evaluating
+    """Train the MLP under ``schedule`` (``Mixture`` with a hint, a right-side ``Staged`` curriculum (the first
+    steps stay shown, fewer each stage), or ``NoCoT``: the end-to-end baseline), evaluating
     every ``args.eval_steps`` on the validation set with no CoT shown; returns the metrics (per split: accuracy with
     0 .. k - 1 steps shown) and the trainer. Saving is the recipe's.
 
@@ -53,10 +54,13 @@ def train_parity_mlp(
         encode_features,
     )
 
-    if schedule.name not in ("mixture", "no_cot") or (schedule.name == "mixture" and not schedule.layout.hint):
+    curriculum = schedule.name == "staged" and schedule.side == "right"
+    mixture = schedule.name == "mixture" and schedule.layout.hint and schedule.side == "right"
+    if not (mixture or curriculum or schedule.name == "no_cot"):
         raise ValueError(
-            f"schedule {schedule.name!r} is not allowed for the parity MLP; use mixture with length_hint true and "
-            "removal_unit step (or no_cot, the end-to-end baseline)."
+            f"schedule {schedule.name!r} (side {schedule.side!r}) is not allowed for the parity MLP; use mixture "
+            "with length_hint true, staged, both with removal_side right (the chain's last step is the answer), or "
+            "no_cot, the end-to-end baseline."
         )
     config = ParityMLPConfig(**{key: value for key, value in fields.items() if key != "model_type"})
     n, k = config.n_bits, config.k

@@ -12,10 +12,11 @@ import datasets
 import numpy as np
 import torch
 
-from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, truncate
+from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.encoding import (
     IGNORE_INDEX,
+    checked_ids,
     decode_words,
     encode_example_with,
     encode_parts,
@@ -86,22 +87,33 @@ class ICoTCollator:
         out: dict[str, list] = {"example_id": list(ids), "question_ids": [], "answer_ids": [], "cot_tokens": []}
         out["cot_ids"] = []
         out["n_cot_tokens"], out["n_cot_steps"], out["length"] = [], [], []
-        for index, question, steps, answer in zip(ids, batch["question"], batch["cot"], batch["answer"]):
+        # The hf_icot format tokenizes the parts apart: questions in one batched call, and each distinct step and
+        # answer once (a task repeats the same few), which is what encode_parts gives row by row.
+        fast = not self.layout.is_reference
+        questions = (
+            tokenizer([" " + q for q in batch["question"]], add_special_tokens=False)["input_ids"] if fast else None
+        )
+        steps_seen: dict[str, list[str]] = {}
+        answers_seen: dict[str, list[int]] = {}
+        for row, (index, question, steps, answer) in enumerate(
+            zip(ids, batch["question"], batch["cot"], batch["answer"])
+        ):
             try:
-                example = {"question": question, "cot": steps, "answer": answer}
-                question_ids, step_tokens, answer_ids = encode_parts(example, tokenizer, self.layout)
-                out["question_ids"].append(question_ids)
-                out["answer_ids"].append(answer_ids)
-                for step, tokens in zip(steps, step_tokens):
-                    if tokenizer.unk_token is not None and tokenizer.unk_token in tokens:
-                        encode_text(step, tokenizer)  # raises, naming the word
-                    if any(len(token.split()) != 1 for token in tokens):
-                        raise ValueError(
-                            f"the tokenizer makes a token with whitespace from the CoT step {step!r}; hf_icot needs "
-                            "tokens without spaces (byte-level BPE, word-level)."
-                        )
+                if fast:
+                    question_ids = checked_ids(question, questions[row], tokenizer)
+                    step_tokens = [self._step_tokens(step, steps_seen) for step in steps]
+                    if answer not in answers_seen:
+                        answers_seen[answer] = encode_text(f"{ANSWER_PREFIX} {answer}", tokenizer)
+                    answer_ids = answers_seen[answer]
+                else:
+                    example = {"question": question, "cot": steps, "answer": answer}
+                    question_ids, step_tokens, answer_ids = encode_parts(example, tokenizer, self.layout)
+                    for step, tokens in zip(steps, step_tokens):
+                        self._check_step(step, tokens)
             except ValueError as error:
                 raise ValueError(f"example {index}: {error}") from None
+            out["question_ids"].append(question_ids)
+            out["answer_ids"].append(answer_ids)
             out["cot_tokens"].append([" ".join(tokens) for tokens in step_tokens])
             out["cot_ids"].append(
                 tokenizer.convert_tokens_to_ids([token for tokens in step_tokens for token in tokens])
@@ -111,6 +123,24 @@ class ICoTCollator:
             # two <eos> separators and the final one
             out["length"].append(len(question_ids) + out["n_cot_tokens"][-1] + len(answer_ids) + 3)
         return out
+
+    def _step_tokens(self, step: str, seen: dict[str, list[str]]) -> list[str]:
+        """The checked tokens of one CoT step, tokenized once per distinct step."""
+        if step not in seen:
+            tokens = tokenize_steps([step], self.tokenizer)[0]
+            self._check_step(step, tokens)
+            seen[step] = tokens
+        return seen[step]
+
+    def _check_step(self, step: str, tokens: list[str]) -> None:
+        tokenizer = self.tokenizer
+        if tokenizer.unk_token is not None and tokenizer.unk_token in tokens:
+            encode_text(step, tokenizer)  # raises, naming the word
+        if any(len(token.split()) != 1 for token in tokens):
+            raise ValueError(
+                f"the tokenizer makes a token with whitespace from the CoT step {step!r}; hf_icot needs tokens "
+                "without spaces (byte-level BPE, word-level)."
+            )
 
     def prepare_dataset(
         self,

@@ -25,7 +25,16 @@ def encode_text(text: str, tokenizer: Any) -> list[int]:
     Raises:
         ValueError: a word of ``text`` maps to the tokenizer's unknown token or to nothing; the message names it.
     """
-    ids = tokenizer(" " + text, add_special_tokens=False)["input_ids"]
+    return checked_ids(text, tokenizer(" " + text, add_special_tokens=False)["input_ids"], tokenizer)
+
+
+def checked_ids(text: str, ids: list[int], tokenizer: Any) -> list[int]:
+    """``ids``, the tokenization of ``text`` (:func:`encode_text`'s, e.g. from a batched call), if every word of it is
+    represented.
+
+    Raises:
+        ValueError: as :func:`encode_text`.
+    """
     unk = tokenizer.unk_token_id
     if (unk is not None and unk in ids) or (text.strip() and not ids):
         word = first_unrepresentable_word(text, tokenizer)

@@ -129,3 +129,27 @@ def summarize_points(
             }
         )
     return rows
+
+
+def difference(first: Iterable[float], second: Iterable[float], confidence: float = 0.95) -> Summary:
+    """``mean(first) - mean(second)`` with Welch's t-interval (unequal variances; one value per seed on each side).
+
+    ``n`` is the smaller side's count and ``std`` the difference's standard error; with fewer than two values on a
+    side there is no interval.
+
+    Raises:
+        ValueError: an empty side, or a value that is not a finite number.
+    """
+    a, b = summarize(first, confidence), summarize(second, confidence)
+    delta = a.mean - b.mean
+    if a.n < 2 or b.n < 2:
+        return Summary(min(a.n, b.n), delta, 0.0, delta, delta, None, None, "welch", confidence)
+    va, vb = a.std**2 / a.n, b.std**2 / b.n
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return Summary(min(a.n, b.n), delta, 0.0, delta, delta, delta, delta, "welch", confidence)
+    from scipy import stats
+
+    dof = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
+    half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
+    return Summary(min(a.n, b.n), delta, se, delta, delta, delta - half, delta + half, "welch", confidence)

@@ -1,208 +1,410 @@
-"""Tables and plots of results/parity/ from the run folders the harness writes (results/parity/runs.yaml).
+"""Tables, plots and verdicts of results/parity/ (second round) from the run records the harness keeps.
 
-    python results/parity/make_results.py --runs outputs/parity --out results/parity
+    python -m hf_icot.studies run results/parity     # the runs of runs.yaml still missing
+    python results/parity/make_results.py            # this folder's tables, plots and claims.csv, from runs/
 
-Writes ``summary.csv`` / ``summary.md`` (one row per run: model, curriculum, size, steps, samples, wall time, final
-accuracies), ``mlp_by_shown.csv`` / ``.md`` (the MLPs' accuracy per number of CoT steps shown), ``children.csv`` /
-``.md`` (per layer of each theory transformer: the share of nodes whose two largest attention weights fall on
-their two children), ``curves_<group>.png`` (validation loss and answer accuracy against step, stage boundaries
-marked) and ``attention_<run>.png`` (the final per-layer attention of one validation question). Every run uses
-the data seed 0, so the secret support is recomputed from (n_bits, k, seed 0).
+A run's group is its name without the seed (``a_paper_log_icot_s3`` -> ``a_paper_log_icot``). Writes ``seeds.csv`` /
+``.md`` (per group: seeds, successes, implicit and explicit answer EM with 95% intervals), ``children.csv`` / ``.md``
+(per theory-transformer group and layer: nodes attending to their children, over seeds), ``stages.csv`` / ``.md``
+(per stage change of model A: the transient spike and the drop, seeds with each), ``mlp.csv`` / ``.md`` (the MLPs'
+accuracy with no CoT shown per (n, k)), ``loss_a_paper.png`` (validation and training loss of model A per step, mean
+and interval over seeds, stage boundaries marked), ``attention_<run>.png`` (the final attention of one seed), and the
+verdict columns of ``claims.csv`` (rules fixed in it before the runs).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
-
-import torch
+from typing import Any
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
-from hf_icot.studies.report import fmt, pyplot, read_json, write_table
+from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.report import error_bars, fmt, mark_steps, pyplot, read_json, record_folders, write_table
+from hf_icot.studies.statistics import summarize
+from hf_icot.studies.sweep import RECORD_FILE
 
-plt = pyplot()
-
-RUNS = {  # run -> (group, model, curriculum)
-    "a_log_icot": ("A", "A: gated Log-ICoT transformer", "Log-ICoT (log2 k + 1 stages)"),
-    "a_stepwise": ("A", "A: gated Log-ICoT transformer", "Stepwise (one token per stage)"),
-    "a_no_cot": ("A", "A: gated Log-ICoT transformer", "end to end (all CoT padded)"),
-    "gpt2_log_icot": ("GPT-2", "GPT-2 from scratch (4 layers, width 32)", "Log-ICoT (log2 k + 1 stages)"),
-    "gpt2_stepwise": ("GPT-2", "GPT-2 from scratch (4 layers, width 32)", "Stepwise (one token per stage)"),
-    "b_stepwise": ("B", "B: one-layer linear attention + fixed MLP", "Stepwise from the left (pad)"),
-    "b_no_cot": ("B", "B: one-layer linear attention + fixed MLP", "end to end (all CoT padded)"),
-    "c_mixture": ("C", "C: MLP", "Mixture over CoT lengths with hints"),
-    "c_no_cot": ("C", "C: MLP", "end to end (bits only)"),
-    "a_log_icot_n16_k8": ("A-small", "A: gated Log-ICoT transformer", "Log-ICoT (log2 k + 1 stages)"),
-}
+HERE = Path(__file__).resolve().parent
+SUCCESS = 0.99  # test implicit answer EM of a successful seed (B1, A8)
+ATTENTION_FILE = "attention.json"
+SEED = re.compile(r"_s\d+$")
+Groups = dict[str, list[dict[str, Any]]]
 
 
-def _last(log: list[dict], key: str):
-    values = [entry[key] for entry in log if key in entry]
-    return values[-1] if values else None
-
-
-def summary_row(name: str, folder: Path) -> dict:
-    group, model, curriculum = RUNS[name]
-    config = read_json(folder / "config.json") or {}
-    log = read_json(folder / TRAINING_LOG_FILE) or []
-    results = read_json(folder / EVAL_RESULTS_FILE) or {}
-    stages = read_json(folder / STAGES_FILE) or []
-    steps = max((entry.get("step", 0) for entry in log), default=0)
-    args = read_json(folder / "training_args.json") or {}
-    batch = args.get("per_device_train_batch_size", 128)
-    mlp = config.get("model_type") == "parity_mlp"
-    return {
-        "run": name,
-        "model": model,
-        "curriculum": curriculum,
-        "n_bits": config.get("n_bits", 30),
-        "k": config.get("k", 16),
-        "parameters": _parameters(folder),
-        "stages": len(stages) if stages else ("1 (mixture)" if mlp else ""),
-        "steps": steps,
-        "samples": steps * batch,
-        "wall_s": (read_json(folder / "wall_time.json") or {}).get("wall_s"),
-        "test implicit answer EM (generation)": fmt(
-            results.get("test/shown=0/answer_acc" if mlp else "test/implicit/answer_em")
-        ),
-        "test explicit answer EM": fmt(None if mlp else results.get("test/explicit/answer_em")),
-        "test explicit CoT EM": fmt(None if mlp else results.get("test/explicit/cot_em")),
-        "val answer acc, CoT removed (teacher-forced, end)": fmt(
-            _last(log, "eval_answer_acc" if mlp else "eval_answer_acc_no_cot")
-        ),
-    }
-
-
-def _parameters(folder: Path) -> int | str:
-    from safetensors.torch import load_file
-
-    path = folder / "model.safetensors"
-    return sum(t.numel() for t in load_file(path).values()) if path.is_file() else ""
-
-
-def plot_group(group: str, names: list[str], runs: Path, out: Path) -> None:
-    figure, (loss_axis, acc_axis) = plt.subplots(1, 2, figsize=(13, 4.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for index, name in enumerate(names):
-        log = read_json(runs / name / TRAINING_LOG_FILE) or []
-        color = colors[index % len(colors)]
-        label = RUNS[name][2]
-        mlp = any("eval_answer_acc" in entry for entry in log)
-        points = [(e["step"], e["eval_loss"]) for e in log if "eval_loss" in e and "step" in e]
-        if points:
-            loss_axis.plot(*zip(*points), color=color, label=label)
-        key = "eval_answer_acc" if mlp else "eval_answer_acc_no_cot"
-        points = [(e["step"], e[key]) for e in log if key in e and "step" in e]
-        if points:
-            acc_axis.plot(*zip(*points), color=color, label=f"{label}: CoT removed")
-        if not mlp:
-            points = [(e["step"], e["eval_answer_acc_stage"]) for e in log if "eval_answer_acc_stage" in e]
-            if points:
-                acc_axis.plot(*zip(*points), color=color, linestyle=":", label=f"{label}: stage layout")
-        for stage in (read_json(runs / name / STAGES_FILE) or [])[1:]:
-            for axis in (loss_axis, acc_axis):
-                axis.axvline(stage["start_step"], color=color, linestyle="--", alpha=0.35, linewidth=0.8)
-    loss_axis.set(title=f"{group}: validation loss (current stage's layout)", xlabel="optimizer step", ylabel="loss")
-    loss_axis.set_yscale("log")
-    acc_axis.set(
-        title=f"{group}: validation answer accuracy", xlabel="optimizer step", ylabel="accuracy", ylim=(0, 1.05)
-    )
-    loss_axis.plot([], [], color="gray", linestyle="--", alpha=0.5, label="stage boundary")
-    loss_axis.legend(fontsize=7)
-    acc_axis.legend(fontsize=7)
-    figure.tight_layout()
-    figure.savefig(out / f"curves_{group}.png", dpi=110)
-    plt.close(figure)
-
-
-def attention_rows(name: str, runs: Path, out: Path) -> list[dict]:
-    """Plot the final attention of a theory transformer on one validation question; per layer, the share of nodes
-    whose two largest weights are on their two children."""
-    from transformers import AutoModelForCausalLM
-
-    import hf_icot.modeling.theory  # noqa: F401  (registers the theory models)
-    from datasets_builder.tasks.parity import Params, secret_support
-    from hf_icot.modeling.theory.log_icot_parity import tree_levels
-
-    folder = runs / name
-    if not (folder / "model.safetensors").is_file():
-        return []
-    if read_json(folder / "config.json").get("model_type") not in ("log_icot_parity", "linear_attention_parity"):
-        return []
-    model = AutoModelForCausalLM.from_pretrained(folder)
-    c = model.config
-    layout = "tree" if c.model_type == "log_icot_parity" else "chain"
-    support = secret_support(
-        Params(n_bits=c.n_bits, k=c.k, cot_layout=layout, train_size=1, validation_size=1, test_size=1)
-    )
-    T = c.n_bits + c.k + 4
-    ids = torch.full((1, T), c.placeholder_token_id)  # every node padded: what the model computes by itself
-    ids[0, : c.n_bits] = torch.randint(0, 2, (c.n_bits,)) * (c.one_token_id - c.zero_token_id) + c.zero_token_id
-    with torch.no_grad():
-        attention = model.compute(ids)["attention"]  # (L, B, T, T); B's weights do not depend on the input: (1, T, T)
-    maps = attention[:, 0] if attention.dim() == 4 else attention  # (L, T, T)
-    rows, children = [], {0: support}
-    if layout == "tree":
-        levels = tree_levels(c.n_bits, c.k)
-        nodes_by_level = {lv: [p for p in range(T) if levels[p] == lv] for lv in range(1, c.num_layers + 1)}
-    else:  # chain: step j reads step j - 1 and secret bit j + 1; step 1 reads the first two secret bits
-        nodes_by_level = {1: list(range(c.n_bits + 1, c.n_bits + c.k))}
-    figure, axes = plt.subplots(1, len(nodes_by_level), figsize=(4.2 * len(nodes_by_level), 3.6), squeeze=False)
-    for index, (level, nodes) in enumerate(nodes_by_level.items()):
-        grid = maps[index][nodes][:, : c.n_bits + c.k].abs()
-        hits = 0
-        for row, p in enumerate(nodes):
-            if layout == "tree":
-                want = {children[level - 1][2 * row], children[level - 1][2 * row + 1]}
-            else:
-                want = {support[0], support[1]} if row == 0 else {p - 1, support[row + 1]}
-            top = set(torch.topk(grid[row], 2).indices.tolist())
-            hits += top == want
-            for w in want:
-                axes[0][index].scatter(w, row, marker="x", color="red", s=18)
-        children[level] = nodes
-        rows.append({"run": name, "layer": index + 1, "nodes": len(nodes), "children found": f"{hits}/{len(nodes)}"})
-        image = axes[0][index].imshow(grid, aspect="auto", cmap="viridis")
-        axes[0][index].set(
-            title=f"layer {index + 1}: level-{level} nodes" if layout == "tree" else "the one layer: CoT steps",
-            xlabel="attended position (bits, <eos>, CoT)",
-            ylabel="node (row)",
+def load_runs(folder: Path) -> list[dict[str, Any]]:
+    """Every recorded run that finished: its group, seed, metrics, log, stages and attention report."""
+    runs = []
+    for path in record_folders(folder):
+        record = read_json(path / RECORD_FILE) or {}
+        metrics = read_json(path / EVAL_RESULTS_FILE)
+        if record.get("status") != "ok" or metrics is None:
+            continue
+        runs.append(
+            {
+                "name": path.name,
+                "group": SEED.sub("", path.name),
+                "seed": record.get("seed"),
+                "metrics": metrics,
+                "log": read_json(path / TRAINING_LOG_FILE) or [],
+                "stages": read_json(path / STAGES_FILE) or [],
+                "attention": read_json(path / ATTENTION_FILE),
+                "model_type": (read_json(path / "config.json") or {}).get("model_type"),
+            }
         )
-        figure.colorbar(image, ax=axes[0][index], label="|attention weight|")
-    axes[0][0].scatter([], [], marker="x", color="red", label="true children")
-    axes[0][0].legend(fontsize=7, loc="lower right")
-    figure.suptitle(f"{name}: final attention, all CoT padded")
-    figure.tight_layout()
-    figure.savefig(out / f"attention_{name}.png", dpi=110)
-    plt.close(figure)
+    return runs
+
+
+def grouped(runs: list[dict[str, Any]]) -> Groups:
+    groups: Groups = {}
+    for run in runs:
+        groups.setdefault(run["group"], []).append(run)
+    return groups
+
+
+def implicit(run: dict[str, Any]) -> float | None:
+    """Test accuracy with no CoT: implicit answer EM (transformers) or the MLP's accuracy with 0 steps shown."""
+    metrics = run["metrics"]
+    return metrics.get("test/implicit/answer_em", metrics.get("test/shown=0/answer_acc"))
+
+
+def explicit(run: dict[str, Any]) -> float | None:
+    metrics = run["metrics"]
+    shown = [key for key in metrics if key.startswith("test/shown=")]
+    if shown:  # the MLP with every step shown
+        return metrics[max(shown, key=lambda key: int(key.split("=")[1].split("/")[0]))]
+    return metrics.get("test/explicit/answer_em")
+
+
+def successes(group: list[dict[str, Any]]) -> int:
+    return sum((implicit(run) or 0) >= SUCCESS for run in group)
+
+
+def seed_rows(groups: Groups) -> list[dict[str, Any]]:
+    rows = []
+    for name, group in groups.items():
+        values = [implicit(run) for run in group if implicit(run) is not None]
+        shown = [explicit(run) for run in group if explicit(run) is not None]
+        rows.append(
+            {
+                "group": name,
+                "seeds": len(group),
+                f"successes (implicit >= {SUCCESS})": f"{successes(group)}/{len(group)}",
+                "test implicit EM": summarize(values).text() if values else "",
+                "test explicit EM (MLP: all shown)": summarize(shown).text() if shown else "",
+            }
+        )
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default="outputs/parity", help="folder holding the run folders")
-    parser.add_argument("--out", default="results/parity", help="where the tables and plots go")
-    options = parser.parse_args()
-    runs, out = Path(options.runs), Path(options.out)
-    out.mkdir(parents=True, exist_ok=True)
-    present = [name for name in RUNS if (runs / name / EVAL_RESULTS_FILE).is_file()]
-    write_table([summary_row(name, runs / name) for name in present], out, "summary")
-    mlp_rows = []
-    for name in present:
-        results = read_json(runs / name / EVAL_RESULTS_FILE)
-        if any("shown=" in key for key in results):
-            k = max(int(key.split("shown=")[1].split("/")[0]) for key in results) + 1
-            row = {"run": name}
-            row.update({f"test acc, {i} shown": fmt(results[f"test/shown={i}/answer_acc"]) for i in range(k)})
-            mlp_rows.append(row)
-    write_table(mlp_rows, out, "mlp_by_shown")
-    groups: dict[str, list[str]] = {}
-    for name in present:
-        groups.setdefault(RUNS[name][0], []).append(name)
-    for group, names in groups.items():
-        plot_group(group, names, runs, out)
-    attention = [row for name in present for row in attention_rows(name, runs, out)]
-    write_table(attention, out, "children")
+def children_rows(groups: Groups) -> list[dict[str, Any]]:
+    """Per theory-transformer group and layer: nodes found per seed (and the share over every seed)."""
+    rows = []
+    for name, group in groups.items():
+        reports = [run for run in group if run["attention"]]
+        if not reports:
+            continue
+        for layer in reports[0]["attention"]["layers"]:
+            per_seed = [next(x for x in r["attention"]["layers"] if x["layer"] == layer["layer"]) for r in reports]
+            found, total = sum(x["found"] for x in per_seed), sum(x["nodes"] for x in per_seed)
+            rows.append(
+                {
+                    "group": name,
+                    "layer": layer["layer"],
+                    "nodes": layer["nodes"],
+                    "found per seed": " ".join(f"{x['found']}" for x in per_seed),
+                    "share over seeds": fmt(found / total),
+                }
+            )
+    return rows
+
+
+def node_share(group: list[dict[str, Any]]) -> float | None:
+    """The share of every seed's nodes that attend to their children (B2)."""
+    layers = [x for run in group if run["attention"] for x in run["attention"]["layers"]]
+    total = sum(x["nodes"] for x in layers)
+    return sum(x["found"] for x in layers) / total if total else None
+
+
+def stage_changes(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per stage change of a run logged every step: the training loss of the stage's first step (new layout, before
+    its update), the previous stage's last validation loss, and the stage's validation loss after its step."""
+    train = {entry["step"]: entry["loss"] for entry in run["log"] if "loss" in entry}
+    valid = {entry["step"]: entry["eval_loss"] for entry in run["log"] if "eval_loss" in entry}
+    changes = []
+    for stage in run["stages"][1:]:
+        first, last = stage["start_step"] + 1, stage["end_step"]  # logged steps count from 1
+        if first in train and first - 1 in valid and last in valid:
+            changes.append(
+                {
+                    "stage": stage["index"],
+                    "spike": train[first] > valid[first - 1],
+                    "drop": valid[last] < train[first],
+                }
+            )
+    return changes
+
+
+def stage_rows(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_stage: dict[int, list[dict[str, Any]]] = {}
+    for run in group:
+        for change in stage_changes(run):
+            by_stage.setdefault(change["stage"], []).append(change)
+    return [
+        {
+            "stage": stage,
+            "seeds": len(changes),
+            "spike (first-step training loss > last validation loss)": sum(c["spike"] for c in changes),
+            "drop (validation loss after the step < its training loss)": sum(c["drop"] for c in changes),
+        }
+        for stage, changes in sorted(by_stage.items())
+    ]
+
+
+def mlp_rows(groups: Groups) -> list[dict[str, Any]]:
+    rows = []
+    for name, group in groups.items():
+        point = re.match(r"c_(e2e|mixture|curriculum)_n(\d+)_k(\d+)$", name)
+        if point:
+            values = [implicit(run) for run in group if implicit(run) is not None]
+            summary = summarize(values).text() if values else ""
+            rows.append(
+                {
+                    "schedule": point[1],
+                    "n": int(point[2]),
+                    "k": int(point[3]),
+                    "seeds": len(group),
+                    "no CoT shown": summary,
+                }
+            )
+    return sorted(rows, key=lambda row: (row["n"], row["k"], row["schedule"]))
+
+
+def plot_losses(group: list[dict[str, Any]], out: Path, name: str) -> None:
+    """Validation and training loss per step, mean and interval over seeds, stage boundaries marked."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key, label in (("eval_loss", "validation loss (after the step)"), ("loss", "training loss (before it)")):
+        steps = sorted({e["step"] for run in group for e in run["log"] if key in e})
+        points = [
+            summarize([e[key] for run in group for e in run["log"] if key in e and e["step"] == s]) for s in steps
+        ]
+        error_bars(ax, steps, points, label=label)
+    mark_steps(ax, [stage["start_step"] + 0.5 for stage in group[0]["stages"][1:]], label="stage boundary")
+    ax.set(title=f"{name}: loss per step, mean and 95% interval over {len(group)} seeds", xlabel="optimizer step",
+           ylabel="loss (current stage's layout)", yscale="log")  # fmt: skip
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / f"loss_{name}.png", dpi=110)
+    plt.close(fig)
+
+
+def plot_attention(run: dict[str, Any], out: Path) -> None:
+    """The final attention of one run with every CoT position padded, each node's true children marked."""
+    plt = pyplot()
+    report = run["attention"]
+    layers = sorted({node["layer"] for node in report["nodes"]})
+    fig, axes = plt.subplots(1, len(layers), figsize=(4.2 * len(layers), 3.6), squeeze=False)
+    for ax, layer in zip(axes[0], layers):
+        nodes = [node for node in report["nodes"] if node["layer"] == layer]
+        width = max(max(node["children"]) for node in report["nodes"]) + 1
+        grid = [[abs(v) for v in report["maps"][layer - 1][node["node"]][:width]] for node in nodes]
+        image = ax.imshow(grid, aspect="auto", cmap="viridis")
+        for row, node in enumerate(nodes):
+            ax.scatter(node["children"], [row, row], marker="x", color="red", s=18)
+        ax.set_yticks(range(len(nodes)), [str(node["node"]) for node in nodes])
+        found = sum(node["found"] for node in nodes)
+        ax.set(title=f"layer {layer}: {found}/{len(nodes)} nodes on their children", xlabel="attended position",
+               ylabel="node (position)")  # fmt: skip
+        fig.colorbar(image, ax=ax, label="|attention weight|")
+    axes[0][0].scatter([], [], marker="x", color="red", label="true children")
+    axes[0][0].legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{run['name']}: final attention, every CoT position padded")
+    fig.tight_layout()
+    fig.savefig(out / f"attention_{run['name']}.png", dpi=110)
+    plt.close(fig)
+
+
+def by_share(count: int, total: int) -> str:
+    """The rule of B1, B4 and A8: agree with >= 80% of the seeds, disagree with <= 20%."""
+    if count >= 0.8 * total:
+        return "agree"
+    return "disagree" if count <= 0.2 * total else "inconclusive"
+
+
+def rate(groups: Groups, name: str) -> tuple[int, int]:
+    """(successful seeds, seeds) of a group; (0, 0) when it has no run."""
+    group = groups.get(name, [])
+    return successes(group), len(group)
+
+
+def mean_of(groups: Groups, name: str) -> float:
+    values = [implicit(run) for run in groups.get(name, []) if implicit(run) is not None]
+    return summarize(values).mean if values else float("nan")
+
+
+def verdict_b1(groups: Groups) -> dict[str, Any] | None:
+    won, n = rate(groups, "a_paper_log_icot")
+    if not n:
+        return None
+    values = summarize([implicit(run) for run in groups["a_paper_log_icot"]]).text()
+    return {"verdict": by_share(won, n), "seeds": n, "ours": f"{won}/{n} seeds >= {SUCCESS}; test implicit {values}"}
+
+
+def verdict_b2(groups: Groups) -> dict[str, Any] | None:
+    share = node_share(groups.get("a_paper_log_icot", []))
+    if share is None:
+        return None
+    verdict = "agree" if share >= 0.95 else "disagree" if share < 0.80 else "inconclusive"
+    seeds = len(groups["a_paper_log_icot"])
+    return {"verdict": verdict, "seeds": seeds, "ours": f"{fmt(share)} of the nodes of {seeds} seeds (children.md)"}
+
+
+def verdict_b3(groups: Groups) -> dict[str, Any] | None:
+    (won, n), (step_won, step_n) = rate(groups, "a_paper_log_icot"), rate(groups, "a_paper_stepwise")
+    if not (n and step_n):
+        return None
+    log_rate, step_rate = won / n, step_won / step_n
+    if max(log_rate, step_rate) < 0.3:
+        verdict = "inconclusive"
+    elif log_rate - step_rate >= 0.3:
+        verdict = "agree"
+    else:
+        verdict = "disagree" if step_rate >= log_rate else "inconclusive"
+    gpt2 = [f"{name} {w}/{t}" for name in ("gpt2_log_icot", "gpt2_stepwise") for w, t in [rate(groups, name)] if t]
+    ours = f"Log-ICoT {won}/{n}, token by token {step_won}/{step_n} at equal samples; GPT-2 (Adam): "
+    return {"verdict": verdict, "seeds": f"{n} + {step_n}", "ours": ours + (", ".join(gpt2) or "not run")}
+
+
+def verdict_b4(groups: Groups) -> dict[str, Any] | None:
+    runs = groups.get("a_paper_log_icot", [])
+    if not runs:
+        return None
+    clean = sum(
+        bool(changes) and all(c["spike"] and c["drop"] for c in changes) for changes in map(stage_changes, runs)
+    )
+    ours = f"spike and drop at every stage change in {clean}/{len(runs)} seeds (stages.md)"
+    return {"verdict": by_share(clean, len(runs)), "seeds": len(runs), "ours": ours}
+
+
+def verdict_a8(groups: Groups) -> dict[str, Any] | None:
+    model_b = groups.get("b_paper_stepwise", [])
+    if not model_b:
+        return None
+    won = sum((implicit(run) or 0) >= SUCCESS and (explicit(run) or 0) >= SUCCESS for run in model_b)
+    (e2e, e2e_n), (zero, zero_n) = rate(groups, "b_paper_no_cot"), rate(groups, "b_paper_zero_reads")
+    ours = (
+        f"{won}/{len(model_b)} seeds internalize; end to end {e2e}/{e2e_n}; "
+        f"removed steps reading 0 instead: {zero}/{zero_n}"
+    )
+    return {"verdict": by_share(won, len(model_b)), "seeds": len(model_b), "ours": ours}
+
+
+def verdict_a9(groups: Groups) -> dict[str, Any] | None:
+    """At the first (n, k) where the end-to-end MLP fails (mean < 0.60 over >= 3 seeds)."""
+    table = {(row["schedule"], row["n"], row["k"]): row for row in mlp_rows(groups)}
+    failing = sorted(
+        (n, k)
+        for (kind, n, k) in table
+        if kind == "e2e" and len(groups[f"c_e2e_n{n}_k{k}"]) >= 3 and mean_of(groups, f"c_e2e_n{n}_k{k}") < 0.6
+    )
+    if not failing:
+        return None
+    n, k = failing[0]
+    point = f"n{n}_k{k}"
+    mixture, curriculum = groups.get(f"c_mixture_{point}", []), groups.get(f"c_curriculum_{point}", [])
+    if len(mixture) < 5 or not curriculum:
+        return None
+    mixture_mean = mean_of(groups, f"c_mixture_{point}")
+    if mixture_mean - mean_of(groups, f"c_e2e_{point}") <= 0.10:
+        verdict = "disagree"
+    elif successes(mixture) >= 0.8 * len(mixture) and mean_of(groups, f"c_curriculum_{point}") <= mixture_mean + 0.01:
+        verdict = "agree"
+    else:
+        verdict = "inconclusive"
+    shown = [
+        f"{kind} {table[(kind, n, k)]['no CoT shown']}"
+        for kind in ("e2e", "curriculum", "mixture")
+        if (kind, n, k) in table
+    ]
+    return {"verdict": verdict, "seeds": len(mixture), "ours": f"n = {n}, k = {k}: " + "; ".join(shown)}
+
+
+def verdict_a10(groups: Groups) -> dict[str, Any] | None:
+    """End to end against CoT then removal, for every model with both groups run."""
+    pairs = [(cot, e2e) for cot, e2e in PAIRS if groups.get(cot) and groups.get(e2e)]
+    if not pairs:
+        return None
+    cot_rates = [successes(groups[cot]) / len(groups[cot]) for cot, _ in pairs]
+    e2e_wins = [successes(groups[e2e]) for _, e2e in pairs]
+    if max(cot_rates) >= 0.8 and all(wins <= 1 for wins in e2e_wins):
+        verdict = "agree"
+    elif max(e2e_wins) >= max(successes(groups[cot]) for cot, _ in pairs):
+        verdict = "disagree"
+    else:
+        verdict = "inconclusive"
+    ours = "; ".join(
+        f"{cot}: {successes(groups[cot])}/{len(groups[cot])} vs end to end {successes(groups[e2e])}/{len(groups[e2e])}"
+        for cot, e2e in pairs
+    )
+    return {"verdict": verdict, "seeds": ", ".join(str(len(groups[cot])) for cot, _ in pairs), "ours": ours}
+
+
+VERDICTS = {
+    "B1": verdict_b1, "B2": verdict_b2, "B3": verdict_b3, "B4": verdict_b4,
+    "A8": verdict_a8, "A9": verdict_a9, "A10": verdict_a10,
+}  # fmt: skip
+# CoT-then-removal groups and their end-to-end baselines at the same budget (A10)
+PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot")]
+
+
+# the groups each claim's rule reads, with the seeds it asks for (A9 checks its own counts)
+DECIDING = {
+    "B1": ["a_paper_log_icot"], "B2": ["a_paper_log_icot"], "B4": ["a_paper_log_icot"],
+    "B3": ["a_paper_log_icot", "a_paper_stepwise"], "A8": ["b_paper_stepwise"],
+    "A10": [group for pair in PAIRS for group in pair],
+}  # fmt: skip
+RULE_SEEDS = 10
+
+
+def verdicts(groups: Groups) -> dict[str, dict[str, Any]]:
+    """The claims with runs in: id -> verdict, seeds, ours. A claim whose rule's seeds are not all in stays
+    ``pending``, its figures so far in ``ours``; a claim with no deciding run yet is left out."""
+    found = {}
+    for claim, rule in VERDICTS.items():
+        result = rule(groups)
+        if result is None:
+            continue
+        short = [f"{name} {len(groups.get(name, []))}/{RULE_SEEDS}" for name in DECIDING.get(claim, [])
+                 if len(groups.get(name, [])) < RULE_SEEDS]  # fmt: skip
+        if short:
+            result = {**result, "verdict": "pending", "ours": f"so far ({', '.join(short)} seeds): {result['ours']}"}
+        found[claim] = result
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
+    parser.add_argument("--out", type=Path, default=HERE, help="where the tables, plots and claims.csv go")
+    args = parser.parse_args(argv)
+    runs = load_runs(args.runs)
+    if not runs:
+        raise SystemExit(f"error: no finished run records under {args.runs}; run the sweep first.")
+    args.out.mkdir(parents=True, exist_ok=True)
+    groups = grouped(runs)
+    write_table(seed_rows(groups), args.out, "seeds")
+    write_table(children_rows(groups), args.out, "children")
+    write_table(mlp_rows(groups), args.out, "mlp")
+    if "a_paper_log_icot" in groups:
+        write_table(stage_rows(groups["a_paper_log_icot"]), args.out, "stages")
+        plot_losses(groups["a_paper_log_icot"], args.out, "a_paper_log_icot")
+    for name in ("a_paper_log_icot", "b_paper_stepwise"):
+        first = min(groups.get(name, []), key=lambda run: run["seed"], default=None)
+        if first and first["attention"]:
+            plot_attention(first, args.out)
+    if (args.out / "claims.csv").exists():
+        update_ledger(args.out / "claims.csv", verdicts(groups))
 
 
 if __name__ == "__main__":

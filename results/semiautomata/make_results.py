@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import semiautomata_regime as regime
 from semiautomata_plots import (
     plot_curriculum_stages,
     plot_end_to_end,
@@ -45,7 +46,8 @@ from semiautomata_runs import (
 )
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
-from hf_icot.studies.report import fmt, write_table
+from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.report import fmt, read_json, write_table
 
 
 def _verdict(agree: bool | None, disagree: bool | None) -> str:
@@ -253,9 +255,34 @@ def run_commands(study: Path) -> str:
     return "```bash\n" + "\n".join(run.shell_line() for run in load_sweep(study).runs) + "\n```"
 
 
-def write_readme(runs: list[dict[str, Any]], found: list[dict[str, Any]], table: str, out: Path) -> None:
+def regime_facts(found: list[dict[str, Any]], table: str, verdicts: dict[str, Any]) -> dict[str, str]:
+    """The README's second-round placeholders: the regime table, rule R's choice and A2."""
+    point = regime.chosen(found)
+    cost = read_json(Path(__file__).parent / "paper" / "cost_estimate.json")
+    if cost:
+        steps = "; ".join(f"{c['cpu_s_per_step']:.1f} s per step at depth {c['depth']}" for c in cost["shapes"])
+        cpu_step = f"{steps} ({cost['threads']} threads, timed at batch {cost['timed_batch']} and scaled to 256)"
+        cpu_hours = " / ".join(f"{c['cpu_hours_per_run']:,.0f}" for c in cost["shapes"])
+    else:
+        cpu_step, cpu_hours = "(not measured yet)", "(not measured yet)"
+    return {
+        "paper_cpu_step": cpu_step,
+        "paper_cpu_hours": cpu_hours,
+        "regime_table": table,
+        "regime_runs": str(sum(p["cot_seeds"] + p["e2e_seeds"] for p in found)),
+        "regime_chosen": f"{point['automaton']} at T = {point['T']}" if point else "none yet",
+        "regime_r": f"**{verdicts['R']['verdict']}**: {verdicts['R']['ours']}",
+        "regime_a2": f"**{verdicts['A2']['verdict']}**: {verdicts['A2']['ours']}"
+        if verdicts["A2"]
+        else "pending (no regime chosen yet)",
+    }
+
+
+def write_readme(
+    runs: list[dict[str, Any]], found: list[dict[str, Any]], table: str, out: Path, second: dict[str, str]
+) -> None:
     """README.md from readme_template.md (the prose: the command, the setting, what each claim says and its caveat)
-    with every number, table and verdict filled in from the runs."""
+    with every number, table and verdict filled in from the runs (``second``: the second round's)."""
     sizes = sorted({(run["depth"], run["width"], run["parameters"]) for run in runs})
     wall = [run["wall_s"] for run in runs if run["wall_s"] is not None]
     facts = {
@@ -272,6 +299,7 @@ def write_readme(runs: list[dict[str, Any]], found: list[dict[str, Any]], table:
         "margin": MARGIN,
         "high": HIGH,
         "good": GOOD,
+        **second,
     }
     for index, claim in enumerate(found, start=1):
         facts[f"claim{index}_table"] = claim["table"]
@@ -296,6 +324,14 @@ def main(argv: list[str] | None = None) -> None:
                        r["T"], r["depth"], r["seed"]),
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
+    second = regime.sweep_runs(runs)
+    runs = [run for run in runs if run not in second]  # the first round's claims read the first round's runs
+    found = regime.points(second)
+    regime_table = write_table(regime.table_rows(found), out, "regime", cell=fmt)
+    regime.plot(found, out)
+    verdicts = {"R": regime.verdict_r(found), "A2": regime.verdict_a2(found)}
+    if (out / "claims.csv").exists():
+        update_ledger(out / "claims.csv", {claim: v for claim, v in verdicts.items() if v is not None})
     table = write_table([result_row(run) for run in runs], out, "results", cell=fmt)
     plot_id_vs_ood(runs, out)
     plot_curriculum_stages(runs, out)
@@ -322,7 +358,7 @@ def main(argv: list[str] | None = None) -> None:
     plot_end_to_end(runs, out)
     plot_probes(runs, out)
     plot_probe_profiles(runs, out)
-    write_readme(runs, claims(runs, out), table, out)
+    write_readme(runs, claims(runs, out), table, out, regime_facts(found, regime_table, verdicts))
 
 
 if __name__ == "__main__":

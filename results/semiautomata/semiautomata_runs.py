@@ -10,6 +10,7 @@ import numpy as np
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.report import read_json
+from hf_icot.studies.sweep import RECORD_FILE
 
 #: Two accuracies differ when they are this far apart (about 2 standard errors of a 500-example split near 0.5).
 MARGIN = 0.05
@@ -46,8 +47,12 @@ def regime_of(schedule: dict[str, Any]) -> str:
 
 
 def automaton_of(task_args: dict[str, Any]) -> str:
+    """``C7`` for the counter (inputs stay / add one), ``C7 group`` for the cyclic group acting on itself (inputs
+    0 .. n - 1 add mod n), else the kind (``s3``)."""
     kind = task_args.get("kind", "counter")
-    return f"C{task_args.get('modulus', 2)}" if kind == "counter" else kind
+    if kind in ("counter", "cyclic"):
+        return f"C{task_args.get('modulus', 2)}" + (" group" if kind == "cyclic" else "")
+    return kind
 
 
 def own_mode(regime: str, length: int) -> str:
@@ -74,7 +79,8 @@ def load_run(folder: Path) -> dict[str, Any]:
         "parameters": size.get("parameters"),
         "seed": schedule.get("seed"),
         "steps": max((entry.get("step", 0) for entry in log), default=0),
-        "wall_s": (read_json(folder / "wall_time.json") or {}).get("wall_s"),
+        "wall_s": (read_json(folder / "wall_time.json") or read_json(folder / RECORD_FILE) or {}).get("wall_s"),
+        "sweep_run": (read_json(folder / RECORD_FILE) or {}).get("run", folder.name),
         "metrics": read_json(folder / EVAL_RESULTS_FILE) or {},
         "splits": read_json(folder / "splits.json") or {},
         "stages": read_json(folder / STAGES_FILE) or [],

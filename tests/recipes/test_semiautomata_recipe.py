@@ -4,8 +4,10 @@ remove the states they should at each stage, every split is scored in every mode
 
 from __future__ import annotations
 
+import csv
 import json
 import re
+import shutil
 from pathlib import Path
 from types import ModuleType
 
@@ -239,3 +241,43 @@ def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path
     assert "{" not in readme.split("## All runs")[1].replace("{}", "")  # every placeholder filled
     claim3 = (out / "claim3.csv").read_text()
     assert "C7" in claim3 and "C11" in claim3
+
+
+def _regime_run(runs: Path, kind: str, length: int, schedule: str, seed: int, value: float) -> None:
+    """A second-round regime-sweep record (the harness's ``sweep.json`` names it ``regime_...``)."""
+    name = f"regime_{kind}7_t{length}_{schedule}_s{seed}"
+    mode = "explicit" if schedule == "full_cot" else "implicit"
+    write_fixture_run(runs, name, 7, {"name": schedule}, 4, _everywhere(value, mode))
+    folder = runs / name
+    (folder / "task_args.json").write_text(json.dumps({"kind": kind, "modulus": 7, "length": length}))
+    (folder / "sweep.json").write_text(json.dumps({"run": name, "seed": seed, "status": "ok", "wall_s": 60}))
+
+
+def test_regime_sweep_table_and_rule_r_choose_the_cheapest_point_where_end_to_end_fails(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    write_fixture_run(runs, "cot", 7, {"name": "full_cot"}, 4, _everywhere(1.0, "explicit"))  # a first-round run
+    for seed in range(3):
+        for length in (16, 32):  # the counter: the shortcut works at both lengths
+            _regime_run(runs, "counter", length, "full_cot", seed, 1.0)
+            _regime_run(runs, "counter", length, "no_cot", seed, 0.99)
+        _regime_run(runs, "cyclic", 16, "full_cot", seed, 1.0)  # the C7 group: end to end fails from T = 16 on
+        _regime_run(runs, "cyclic", 16, "no_cot", seed, 0.30 + 0.01 * seed)
+        _regime_run(runs, "cyclic", 32, "full_cot", seed, 0.99)
+        _regime_run(runs, "cyclic", 32, "no_cot", seed, 0.20 + 0.01 * seed)
+    out.mkdir()
+    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    regime_rows = list(csv.DictReader((out / "regime.csv").open()))
+    assert [(row["automaton"], row["T"]) for row in regime_rows] == [
+        ("C7", "16"), ("C7 group", "16"), ("C7", "32"), ("C7 group", "32")
+    ]  # fmt: skip
+    assert regime_rows[1]["end to end ID (implicit)"].startswith("0.310 ± ")
+    assert len((out / "results.csv").read_text().splitlines()) == 1 + 1  # the first round reads its own run only
+    ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
+    assert ledger["R"]["verdict"] == "agree" and ledger["R"]["ours"].startswith("C7 group at T = 16")
+    assert "within 0.05 of full CoT at: C7 T=16, C7 T=32" in ledger["R"]["ours"]
+    assert ledger["A2"]["verdict"] == "agree"  # gap ~0.69 with a tight interval; end to end falls from 0.31 to 0.21
+    assert (out / "regime_vs_T.png").stat().st_size > 10_000
+    assert "Chosen regime: C7 group at T = 16." in (out / "README.md").read_text()

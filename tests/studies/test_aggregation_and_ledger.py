@@ -138,3 +138,15 @@ def test_error_bars_plot_each_point_with_its_interval(tmp_path: Path) -> None:
     assert ax.get_legend_handles_labels()[1] == ["stage boundary", "τ"], "the boundaries are named once"
     path = save_figure(fig, tmp_path / "plot.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_welch_interval_of_a_difference_of_means() -> None:
+    from hf_icot.studies.statistics import difference
+
+    gap = difference([1.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0])
+    # se = sqrt(1/3 + 0) and Welch's dof = 2: the one-sample interval of the first side, shifted by the second's mean
+    assert gap.mean == 2.0 and gap.std == pytest.approx(1 / math.sqrt(3))
+    assert gap.low == pytest.approx(2 - 2.484138, abs=1e-6) and gap.high == pytest.approx(4.484138, abs=1e-6)
+    assert difference([0.5], [0.1, 0.2]).low is None
+    equal = difference([1.0, 1.0], [0.5, 0.5])
+    assert equal.low == equal.high == 0.5

@@ -42,9 +42,20 @@ from hf_icot.modeling.theory.parity_layout import (
     token_values,
 )
 
+REMOVED_READS = ("zero", "computed")
+INITS = ("uniform", "chain")
+
 
 class LinearAttentionParityConfig(PretrainedConfig):
-    """n_bits, k (k - 1 chain steps) and readout_scale; token ids from the tokenizer (``token_fields``)."""
+    """n_bits, k (k - 1 chain steps), readout_scale, what a removed step's position reads (``removed_reads``) and
+    the initialisation (``init``); token ids from the tokenizer (``token_fields``).
+
+    * ``removed_reads="zero"``: a removed step reads 0 (the first round's reading); ``"computed"``: it reads the
+      model's own output at that position, computed left to right, as the gates of model A carry a layer's output
+      into the positions of the removed nodes (see the README's reasoning for Algorithm 2).
+    * ``init="uniform"``: every row puts 1 / (its value positions) on each; ``"chain"``: step 1 is uniform over the
+      bits, every later step puts 1/2 on the step before it (which gives its missing bit a first-order gradient).
+    """
 
     model_type = "linear_attention_parity"
     token_fields = TOKEN_FIELDS
@@ -54,6 +65,8 @@ class LinearAttentionParityConfig(PretrainedConfig):
         n_bits: int = 8,
         k: int = 3,
         readout_scale: float = 8.0,
+        removed_reads: str = "zero",
+        init: str = "uniform",
         vocab_size: int = 16,
         zero_token_id: int = 0,
         one_token_id: int = 1,
@@ -65,13 +78,32 @@ class LinearAttentionParityConfig(PretrainedConfig):
             raise ValueError(f"k={k!r} is not allowed; the chain CoT needs k >= 2 secret positions.")
         if not isinstance(n_bits, int) or n_bits < k:
             raise ValueError(f"n_bits={n_bits!r} is below k={k}; the k secret positions are among the n bits.")
+        if removed_reads not in REMOVED_READS:
+            raise ValueError(f"removed_reads={removed_reads!r} is unknown; allowed: {', '.join(REMOVED_READS)}.")
+        if init not in INITS:
+            raise ValueError(f"init={init!r} is unknown; allowed: {', '.join(INITS)}.")
         self.n_bits, self.k, self.readout_scale, self.vocab_size = n_bits, k, float(readout_scale), vocab_size
+        self.removed_reads, self.init = removed_reads, init
         self.zero_token_id, self.one_token_id = zero_token_id, one_token_id
         self.marker_token_id, self.placeholder_token_id = marker_token_id, placeholder_token_id
         self.n_positions = sequence_length(n_bits, k)
         self.num_hidden_layers = 1  # the name generation utilities look for
         kwargs.setdefault("use_cache", False)
         super().__init__(**kwargs)
+
+
+def chain_learning_rate(k: int, readout_scale: float = 8.0) -> float:
+    """The plain-GD learning rate at which one step from the ``chain`` initialisation gives every step j >= 2 its
+    missing bit a weight of 1/2, the value of its solution.
+
+    With 1/2 on the step before it, step j's attended sum is u = ±1/2, where phi = 0 and phi' = ±pi (its steepest):
+    the expected descent direction on the weight of bit j + 1 is readout_scale * pi / (2 N), N = k + 3 labelled tokens
+    averaged over, and 0 on every other bit (E[y s_(j-1) x_b] = [b = j + 1] for the step's target y = s_(j-1) x_(j+1)).
+    A step of 1/2 then takes eta = N / (readout_scale * pi). Step 1 (a parity of two unknown bits) has only a
+    second-order gradient from its uniform start and takes many such steps; the other steps sit at their solution,
+    where phi' = 0, meanwhile.
+    """
+    return (k + 3) / (readout_scale * math.pi)
 
 
 def phi(u: torch.Tensor) -> torch.Tensor:
@@ -109,9 +141,18 @@ class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
             self.generation_config.use_cache = False  # no KV cache: generate() re-reads the whole sequence
 
     def _init_weights(self, module: nn.Module) -> None:
-        if module is self:
-            values = chain_masks(self.config.n_bits, self.config.k)[1].float().to(self.w_kq.device)
-            self.w_kq.data.copy_(values / values.sum(-1, keepdim=True).clamp(min=1))
+        if module is not self:
+            return
+        c = self.config
+        values = chain_masks(c.n_bits, c.k)[1].float().to(self.w_kq.device)
+        weights = values / values.sum(-1, keepdim=True).clamp(min=1)
+        if c.init == "chain":  # step 1 uniform over the bits; step j reads step j - 1 with weight 1/2
+            first = c.n_bits + 1
+            weights = torch.zeros_like(weights)
+            weights[first, : c.n_bits] = 1.0 / c.n_bits
+            for step in range(first + 1, c.n_bits + c.k):
+                weights[step, step - 1] = 0.5
+        self.w_kq.data.copy_(weights)
 
     def get_input_embeddings(self) -> nn.Module | None:
         return None
@@ -126,9 +167,15 @@ class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
         v[:, c.n_bits] = 1.0  # the constant input
         allowed = chain_masks(c.n_bits, c.k)[0].to(ids.device)  # rebuilt: see LogICoTParityModel.__init__
         weights = self.w_kq * allowed  # (T, T) linear attention: no normalisation
+        padded = ids == c.placeholder_token_id
+        if c.removed_reads == "computed":  # left to right: a removed step's position holds what the model computed
+            columns = torch.arange(v.shape[1], device=v.device)
+            for step in range(c.n_bits + 1, c.n_bits + c.k):
+                computed = phi(v @ weights[step])  # (B,) the step from the positions before it
+                here = padded[:, step : step + 1] & (columns == step)  # (B, T): this position, where removed
+                v = torch.where(here, computed[:, None], v)  # out of place: earlier products keep their inputs
         u = v @ weights.T  # (B, T): u_i = sum_j W[i, j] v_j
         z = phi(u)  # (B, T)
-        padded = ids == c.placeholder_token_id
         h = torch.where(padded, z, v)
         return {"z": z, "h": h, "attention": weights[None].expand(1, *weights.shape)}
 

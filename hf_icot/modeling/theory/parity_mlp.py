@@ -26,7 +26,6 @@ from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec, truncate
-from hf_icot.curriculum import Mixture
 
 
 class ParityMLPConfig(PretrainedConfig):
@@ -99,18 +98,20 @@ def encode_features(example: Mapping[str, Any], shown: int, n_bits: int, k: int)
     return [value[b] for b in bits] + [value[s] for s in steps] + hint
 
 
-def mixture_features(
-    schedule: Mixture, rows: Sequence[Mapping[str, Any]], step: int, n_bits: int, k: int
-) -> torch.Tensor:
-    """The MLP inputs of training ``rows`` at optimizer step ``step``: each shows the L steps ``schedule`` draws for
-    it (a pure function of seed, step and example id, so a resumed run draws the same)."""
+def shown_steps(spec: Any, k: int) -> int:
+    """How many of the chain's first steps a truncation leaves shown: all (``none``), none (``all``), or all but
+    the ``count`` removed from the right."""
+    if spec.which == "none":
+        return k - 1
+    return k - 1 - spec.count if spec.which == "right" else 0
+
+
+def mixture_features(schedule: Any, rows: Sequence[Mapping[str, Any]], step: int, n_bits: int, k: int) -> torch.Tensor:
+    """The MLP inputs of training ``rows`` at optimizer step ``step``: each shows the steps ``schedule`` gives it then
+    (a mixture's draw, a curriculum's stage: a pure function of seed, step and example id, so a resumed run draws
+    the same)."""
     specs = schedule.specs(step, [row["example_id"] for row in rows], n_steps=[k - 1] * len(rows))
-    return torch.tensor(
-        [
-            encode_features(row, k - 1 - spec.count if spec.which == "right" else 0, n_bits, k)
-            for row, spec in zip(rows, specs)
-        ]
-    )
+    return torch.tensor([encode_features(row, shown_steps(spec, k), n_bits, k) for row, spec in zip(rows, specs)])
 
 
 class ParityMLPCollator:

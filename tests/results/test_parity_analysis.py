@@ -1,0 +1,129 @@
+"""results/parity/make_results.py on run records whose verdicts are known by design."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib.image
+
+from hf_icot.studies.sweep import RECORD_FILE
+from tests.recipes.conftest import load_script
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _analysis():
+    return load_script(REPO / "results/parity/make_results.py", "parity_analysis")
+
+
+def _attention(found_per_layer: list[int]) -> dict:
+    """An attention report with ``found_per_layer[l]`` of layer l + 1's nodes on their children (8, 4, 2, 1 nodes)."""
+    sizes, nodes, position = [8, 4, 2, 1], [], 0
+    for layer, (size, found) in enumerate(zip(sizes, found_per_layer), start=1):
+        for index in range(size):
+            nodes.append({"node": 30 + position, "layer": layer, "children": [2 * index, 2 * index + 1],
+                          "found": index < found})  # fmt: skip
+            position += 1
+    layers = [
+        {"layer": layer, "nodes": size, "found": found}
+        for layer, (size, found) in enumerate(zip(sizes, found_per_layer), 1)
+    ]
+    maps = [[[0.5 if j in (0, 1) else 0.0 for j in range(46)] for _ in range(46)] for _ in sizes]
+    return {"nodes": nodes, "layers": layers, "maps": maps}
+
+
+def _write(root: Path, name: str, seed: int, metrics: dict, attention: dict | None = None, losses=None) -> None:
+    folder = root / f"{name}_s{seed}"
+    folder.mkdir(parents=True)
+    (folder / RECORD_FILE).write_text(json.dumps({"run": folder.name, "seed": seed, "status": "ok"}))
+    (folder / "eval_results.json").write_text(json.dumps(metrics))
+    train, valid = losses or ([2.0, 0.5, 0.6, 0.7, 0.8], [0.01, 0.3, 0.4, 0.5, 0.6])
+    log = [{"step": s + 1, "loss": t} for s, t in enumerate(train)] + [
+        {"step": s + 1, "eval_loss": v} for s, v in enumerate(valid)
+    ]
+    (folder / "training_log.json").write_text(json.dumps(log))
+    stages = [{"index": i, "start_step": i, "end_step": i + 1} for i in range(5)]
+    (folder / "stages.json").write_text(json.dumps(stages))
+    if attention is not None:
+        (folder / "attention.json").write_text(json.dumps(attention))
+
+
+def _transformer(value: float) -> dict:
+    return {"test/implicit/answer_em": value, "test/explicit/answer_em": 1.0}
+
+
+def _mlp(value: float) -> dict:
+    return {"test/shown=0/answer_acc": value, "test/shown=7/answer_acc": 1.0}
+
+
+def _ledger(out: Path) -> dict[str, dict[str, str]]:
+    return {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
+
+
+def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+    shutil.copy(REPO / "results/parity/claims.csv", out / "claims.csv")
+    for seed in range(10):  # Log-ICoT: 8/10 succeed, every node found in those; token by token 1/10; end to end 0/10
+        won = seed < 8
+        _write(
+            runs,
+            "a_paper_log_icot",
+            seed,
+            _transformer(1.0 if won else 0.5),
+            _attention([8, 4, 2, 1] if won else [8, 4, 0, 0]),
+        )
+        _write(runs, "a_paper_stepwise", seed, _transformer(1.0 if seed == 0 else 0.5))
+        _write(runs, "a_paper_no_cot", seed, _transformer(0.5))
+        _write(runs, "b_paper_stepwise", seed, _transformer(0.5))  # model B: explicit right, never internalized
+        _write(runs, "b_paper_no_cot", seed, _transformer(0.5))
+    for seed in range(3):  # the end-to-end MLP fails at n = 30, k = 8 and succeeds at n = 40 (so n = 30 decides A9)
+        _write(runs, "c_e2e_n30_k8", seed, _mlp(0.52))
+        _write(runs, "c_e2e_n40_k8", seed, _mlp(1.0))
+    for seed in range(5):
+        _write(runs, "c_mixture_n30_k8", seed, _mlp(1.0 if seed < 4 else 0.9))
+        _write(runs, "c_curriculum_n30_k8", seed, _mlp(0.8))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    ledger = _ledger(out)
+    assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
+    # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
+    assert ledger["B2"]["verdict"] == "agree" and "0.960" in ledger["B2"]["ours"]
+    assert ledger["B3"]["verdict"] == "agree" and "token by token 1/10" in ledger["B3"]["ours"]
+    # every seed's log spikes (2.0 > 0.01 ... ) but the stage-1 validation loss 0.3 < 0.5: drop holds everywhere
+    assert ledger["B4"]["verdict"] == "agree"
+    assert ledger["A9"]["verdict"] == "agree" and ledger["A9"]["ours"].startswith("n = 30, k = 8")
+    assert ledger["A10"]["verdict"] == "agree"
+    assert ledger["A8"]["verdict"] == "disagree" and ledger["A8"]["ours"].startswith("0/10 seeds internalize")
+    seeds = (out / "seeds.md").read_text()
+    assert "| a_paper_log_icot | 10 | 8/10 |" in seeds
+    children = (out / "children.md").read_text()
+    assert "| a_paper_log_icot | 3 | 2 | 2 2 2 2 2 2 2 2 0 0 | 0.800 |" in children
+    mlp = (out / "mlp.md").read_text()
+    assert "| curriculum | 30 | 8 | 5 |" in mlp and "| e2e | 40 | 8 | 3 |" in mlp
+    for png in ("loss_a_paper_log_icot.png", "attention_a_paper_log_icot_s0.png"):
+        assert matplotlib.image.imread(out / png).shape[0] > 100
+
+
+def test_a_claim_short_of_its_seeds_stays_pending_with_its_figures_so_far(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+    shutil.copy(REPO / "results/parity/claims.csv", out / "claims.csv")
+    for seed in range(3):
+        _write(runs, "a_paper_log_icot", seed, _transformer(0.5), _attention([8, 4, 0, 0]))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    ledger = _ledger(out)
+    assert ledger["B1"]["verdict"] == "pending"
+    assert ledger["B1"]["ours"].startswith("so far (a_paper_log_icot 3/10 seeds): 0/3 seeds >= 0.99")
+
+
+def test_no_records_is_one_sentence(tmp_path):
+    (tmp_path / "runs").mkdir()
+    try:
+        _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path)])
+    except SystemExit as stop:
+        assert str(stop) == f"error: no finished run records under {tmp_path / 'runs'}; run the sweep first."
+    else:
+        raise AssertionError("no error")
