@@ -132,7 +132,7 @@ def test_bench_quickstart_runs_old_and_new_to_the_end_and_prints_times_accuracie
     rows = {
         form: list(map(number, figures))
         for form, *figures in re.findall(
-            rf"^(old|new) +({NUMBER}) +({NUMBER}) +(\d+) +{'(' + NUMBER + ') +' * 3}({NUMBER})$", out, re.M
+            rf"^(old|new) +({NUMBER}) +({NUMBER}) +(\d+)" + rf" +({NUMBER})" * 4 + "$", out, re.M
         )
     }
     assert set(rows) == {"old", "new"}
