@@ -1,13 +1,15 @@
-"""ICoTTrainer against the stepwise-ICoT reference's training loop: steps/s, non-pad tokens/s, peak RSS and their ratio.
+"""ICoTTrainer against the stepwise-ICoT reference's training loop: steps/s, non-pad tokens/s, peak RSS, their ratio.
 
     nice -n 10 python bench/bench_vs_reference.py [--train-size 20000] [--epochs 1] [--threads 1] [--compile]
-    python bench/bench_vs_reference.py --variants reference,trainer,trainer+grouped --max-steps 200
+    python bench/bench_vs_reference.py --variants reference,trainer,trainer+full_logits --max-steps 200
+    python bench/bench_vs_reference.py --n-embd 768 --max-steps 30 --warmup 5 --vocab-size 50257
 
-Both train the same GPT-2 (4 layers, 128 wide, same initial weights) with a byte-level BPE built here from the data,
-on the same 4x4 multiplication lines (``datasets_builder`` multiplication task), with the reference's flags: batch
-32, lr 5e-5, 8 CoT tokens removed per epoch, removal smoothing λ = 4, left side, optimizer reset on each removal,
-gradient clipping at 1.0, AdamW with weight decay 0.01 on every parameter, constant learning rate. ICoTTrainer runs
-in the reference's sequence format, so both see the same token ids.
+Both train the same GPT-2 (4 layers, 128 wide, GPT-2's 50,257-token vocabulary, same initial weights) with a
+byte-level BPE built here from the data (its few hundred ids are a subset of the vocabulary, as the 4x4 lines use a
+few dozen of GPT-2's tokens), on the same 4x4 multiplication lines (``datasets_builder`` multiplication task), with
+the reference's flags: batch 32, lr 5e-5, 8 CoT tokens removed per epoch, removal smoothing λ = 4, left side,
+optimizer reset on each removal, gradient clipping at 1.0, AdamW with weight decay 0.01 on every parameter, constant
+learning rate. ICoTTrainer runs in the reference's sequence format, so both see the same token ids.
 
 The baseline ``reference`` is the reference's ``train.py`` loop re-implemented from its description (not copied):
 examples tokenized once into id tensors, a shuffled DataLoader that pads to the batch maximum with ``<eos>``, then per
@@ -19,18 +21,25 @@ has it, and a fresh optimizer at each removal unless the previous batch had no C
 Levers, each a variant measured on its own (every variant runs in a fresh process, so peak RSS is its own):
 
 * ``reference+vectorised`` — the truncation on the pre-tokenized ids with tensor ops, no per-example Python;
-* ``trainer`` — ICoTTrainer with the reference's choices (eager attention, fused AdamW, shuffled batches);
+* ``reference+labelled`` — the bare loop with the output layer and the loss at labelled positions only;
+* ``trainer`` — ICoTTrainer with the reference's choices (eager attention, fused AdamW, shuffled batches) and its
+  default ``labelled_logits_only`` (logits where a label is; the printed ``logits`` column says how);
+* ``trainer+full_logits`` — ``labelled_logits_only=False``: logits at every position, as the reference;
 * ``trainer+grouped`` — ``train_sampling_strategy="group_by_length"``: batches of like lengths;
 * ``trainer+foreach`` — the plain (foreach) AdamW instead of the fused one, to see what fusing gives;
 * ``trainer+sdpa`` — PyTorch's scaled-dot-product attention instead of the eager one;
 * ``trainer+workers`` — 2 data-loader worker processes;
-* ``trainer+compile`` — ``torch_compile`` (only with ``--compile``; its compile time is reported);
+* ``trainer+compile`` — ``torch_compile`` (only with ``--compile``, as the two below; compile time reported);
+* ``trainer+compile_dynamic`` — ``torch_compile`` with dynamic shapes from the start (``dynamic=True``);
+* ``trainer+compile_padded`` — ``torch_compile`` on batches all padded to the longest full-CoT sequence (one shape);
+* ``trainer+padded`` — the same padding without compiling, to tell the padding's cost from the compiler's gain;
 * ``trainer+all`` — grouped, SDPA, fused, workers (and compile with ``--compile``).
 
-Printed: a row per variant (steps/s, non-pad tokens/s, padding efficiency = non-pad / all tokens, peak RSS, the
-ratio of non-pad tokens/s to the reference's), padding efficiency per stage (per scheduled count), and the check of
-equal results: the scheduled removal count at every step (identical, or the first difference) and the loss per
-logging window of every variant beside the reference's. Timing leaves the first ``--warmup`` steps out.
+Printed: a row per variant (steps/s, non-pad tokens/s, padding efficiency = non-pad / all tokens, peak RSS, the ratio
+of non-pad tokens/s to the reference's, where the logits were computed), padding efficiency per stage (per scheduled
+count), and the check of equal results: the scheduled removal count at every step (identical, or the first difference)
+and the loss per logging window of every variant beside the reference's. Timing leaves the first ``--warmup`` steps
+out.
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -53,15 +63,21 @@ sys.path.insert(0, str(REPO))
 VARIANTS = {
     "reference": {},
     "reference+vectorised": {"vectorised": True},
+    "reference+labelled": {"labelled": True},
     "trainer": {},
+    "trainer+full_logits": {"labelled": False},
     "trainer+grouped": {"grouped": True},
     "trainer+foreach": {"fused": False},
     "trainer+sdpa": {"attention": "sdpa"},
     "trainer+workers": {"workers": 2},
     "trainer+compile": {"compile": True},
+    "trainer+compile_dynamic": {"compile": True, "dynamic": True},
+    "trainer+compile_padded": {"compile": True, "padded": True},
+    "trainer+padded": {"padded": True},
     "trainer+all": {"grouped": True, "attention": "sdpa", "workers": 2},
 }
-DEFAULT = [name for name in VARIANTS if name != "trainer+compile"]
+COMPILE_LEVERS = ("trainer+compile", "trainer+compile_dynamic", "trainer+compile_padded", "trainer+padded")
+DEFAULT = [name for name in VARIANTS if name not in COMPILE_LEVERS]
 
 
 # -- data, tokenizer, model (built once, shared by every variant) --------------------------------------------------
@@ -96,8 +112,8 @@ def make_model(options, vocab_size: int, eos: int, attention: str):
 
     torch.manual_seed(0)
     config = GPT2Config(
-        vocab_size=vocab_size, n_positions=256, n_embd=options.n_embd, n_layer=options.n_layer, n_head=4,
-        bos_token_id=eos, eos_token_id=eos,
+        vocab_size=max(vocab_size, options.vocab_size), n_positions=256, n_embd=options.n_embd,
+        n_layer=options.n_layer, n_head=4, bos_token_id=eos, eos_token_id=eos,
     )  # fmt: skip
     config._attn_implementation = attention
     return GPT2LMHeadModel(config)
@@ -262,11 +278,18 @@ def run_reference(options, variant: dict, tokenizer, train) -> dict:
                 optimizer = new_optimizer()
             to_remove = scheduled + torch.multinomial(offsets, input_ids.shape[0], replacement=True)
             input_ids, labels, previous_without_cot = truncate(input_ids, labels, eos, to_remove)
-            logits = model(input_ids=input_ids).logits
-            _token_accuracy = (logits.argmax(-1)[:, :-1] == labels[:, 1:]).sum()  # the reference computes it each step
-            loss = torch.nn.functional.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)
-            )
+            if variant.get("labelled"):  # the output layer only where the next token is labelled
+                hidden = model.transformer(input_ids=input_ids).last_hidden_state  # (B, T, H)
+                targets = labels[:, 1:][labels[:, 1:] != -100]  # (N,)
+                logits = model.lm_head(hidden[:, :-1][labels[:, 1:] != -100])  # (N, V)
+                _token_accuracy = (logits.argmax(-1) == targets).sum()
+                loss = torch.nn.functional.cross_entropy(logits, targets)
+            else:
+                logits = model(input_ids=input_ids).logits
+                _token_accuracy = (logits.argmax(-1)[:, :-1] == labels[:, 1:]).sum()  # the reference computes it
+                loss = torch.nn.functional.cross_entropy(
+                    logits[:, :-1].reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1)
+                )
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -280,6 +303,7 @@ def run_reference(options, variant: dict, tokenizer, train) -> dict:
             recorder.mark(step)
     result = recorder.result(longest_cot)
     result["full_cot_tokens"] = sum(len(ids) for ids, _ in examples) / len(examples)
+    result["logits"] = "labelled (gather)" if variant.get("labelled") else "every position"
     return result
 
 
@@ -319,14 +343,18 @@ def run_trainer(options, variant: dict, tokenizer, train, folder: Path) -> dict:
         num_train_epochs=options.epochs, max_steps=min(options.max_steps, steps_per_epoch * options.epochs),
         dataloader_drop_last=True, logging_steps=options.log_every, save_strategy="no", report_to="none",
         use_cpu=True, disable_tqdm=True, keep_stage_checkpoints=False, evaluate_each_stage=False, seed=options.seed,
+        labelled_logits_only=variant.get("labelled", True),
     )  # fmt: skip
     model = make_model(options, len(tokenizer), tokenizer.eos_token_id, variant.get("attention", "eager"))
     trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer, callbacks=[Clock()])
     fetch = trainer.get_batch_samples
+    full_length = max(trainer.train_dataset["length"])  # the untruncated sequence, in the run's format
 
     def counted(*fetch_args, **kwargs):  # one sum per batch: what each step carried
         step = trainer.state.global_step
         batches, items = fetch(*fetch_args, **kwargs)
+        if variant.get("padded"):
+            batches = [pad_batch(batch, full_length, tokenizer.eos_token_id) for batch in batches]
         nonpad = sum(int(batch["attention_mask"].sum()) for batch in batches)
         total = sum(batch["attention_mask"].numel() for batch in batches)
         recorder.step(trainer.schedule.removed_count(step), nonpad, total)
@@ -337,7 +365,21 @@ def run_trainer(options, variant: dict, tokenizer, train, folder: Path) -> dict:
     recorder.losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     result = recorder.result(trainer._max_cot_tokens)
     result["full_cot_tokens"] = sum(trainer.train_dataset["length"]) / len(trainer.train_dataset)
+    strategy = trainer.labelled_logits_strategy
+    result["logits"] = f"labelled ({strategy})" if strategy not in (None, "undecided") else "every position"
     return result
+
+
+def pad_batch(batch: dict, length: int, pad: int) -> dict:
+    """``batch`` right-padded to ``length`` columns (padding: ``pad``, no attention, no label, position 0)."""
+    fill = {"input_ids": pad, "labels": -100, "attention_mask": 0, "position_ids": 0}
+    width = batch["input_ids"].shape[1]
+    if width > length:
+        raise ValueError(f"a batch of {width} tokens is longer than the full-CoT length {length}")
+    return {
+        name: torch.nn.functional.pad(value, (0, length - width), value=fill[name]) if name in fill else value
+        for name, value in batch.items()
+    }
 
 
 # -- driver ----------------------------------------------------------------------------------------------------------
@@ -353,6 +395,8 @@ def worker(options) -> None:
     tokenizer = AutoTokenizer.from_pretrained(folder / "tokenizer")
     train = datasets.load_from_disk(str(folder / "train"))
     variant = VARIANTS[options.worker]
+    if variant.get("dynamic"):  # read by accelerate's TorchDynamoPlugin, which the Trainer builds
+        os.environ["ACCELERATE_DYNAMO_USE_DYNAMIC"] = "true"
     if options.worker.startswith("reference"):
         result = run_reference(options, variant, tokenizer, train)
     else:
@@ -373,7 +417,7 @@ def launch(options, name: str, folder: Path) -> dict:
 
 FORWARDED = (
     "train_size", "epochs", "max_steps", "warmup", "batch_size", "lr", "remove_per_epoch", "removal_lambda",
-    "n_layer", "n_embd", "threads", "log_every", "seed",
+    "n_layer", "n_embd", "vocab_size", "threads", "log_every", "seed",
 )  # fmt: skip
 
 
@@ -385,17 +429,19 @@ def report(options, results: dict[str, dict]) -> None:
         f"full-CoT tokens per example: reference {base['full_cot_tokens']:.2f}, ICoTTrainer "
         f"{next((r['full_cot_tokens'] for n, r in results.items() if n.startswith('trainer')), float('nan')):.2f}"
     )
-    print(f"{'variant':22} {'steps/s':>9} {'non-pad tok/s':>14} {'pad eff':>8} {'peak RSS MiB':>13} {'ratio':>7}")
+    header = f"{'variant':24} {'steps/s':>9} {'non-pad tok/s':>14} {'pad eff':>8} {'peak RSS MiB':>13} {'ratio':>7}"
+    print(f"{header}  logits")
     for name, result in results.items():
         ratio = result["nonpad_tokens_per_s"] / base["nonpad_tokens_per_s"]
         print(
-            f"{name:22} {result['steps_per_s']:9.2f} {result['nonpad_tokens_per_s']:14.1f} "
-            f"{result['padding_efficiency']:8.3f} {result['peak_rss_mib']:13.1f} {ratio:7.3f}"
+            f"{name:24} {result['steps_per_s']:9.2f} {result['nonpad_tokens_per_s']:14.1f} "
+            f"{result['padding_efficiency']:8.3f} {result['peak_rss_mib']:13.1f} {ratio:7.3f}  {result['logits']}"
         )
-    if "trainer+compile" in results:
-        compiled, plain = results["trainer+compile"], results.get("trainer", base)
+    plain = results.get("trainer", base)
+    for name in [name for name in COMPILE_LEVERS if name in results and VARIANTS[name].get("compile")]:
+        compiled = results[name]
         extra = compiled["first_step_s"] - plain["first_step_s"]
-        print(f"torch.compile: first step {compiled['first_step_s']:.2f} s vs {plain['first_step_s']:.2f} s uncompiled "
+        print(f"{name}: first step {compiled['first_step_s']:.2f} s vs {plain['first_step_s']:.2f} s uncompiled "
               f"(compile time ~{extra:.2f} s)")  # fmt: skip
     print("padding efficiency per stage (scheduled count: non-pad / all tokens)")
     for name, result in results.items():
@@ -427,19 +473,26 @@ def main() -> None:
     parser.add_argument("--removal-lambda", type=float, default=4.0, help="removal smoothing λ (inf: off)")
     parser.add_argument("--n-layer", type=int, default=4, help="GPT-2 layers")
     parser.add_argument("--n-embd", type=int, default=128, help="GPT-2 width (4 heads: a multiple of 4)")
+    parser.add_argument(
+        "--vocab-size", type=int, default=50257, help="model vocabulary (at least the local BPE's; GPT-2's 50,257)"
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads of each variant")
     parser.add_argument("--log-every", type=int, default=50, help="steps per loss window")
     parser.add_argument("--seed", type=int, default=0, help="seed of initial weights, shuffling and offsets")
     parser.add_argument(
         "--variants", default=",".join(DEFAULT), help=f"comma-separated, from {', '.join(VARIANTS)}; reference always"
     )
-    parser.add_argument("--compile", action="store_true", help="add trainer+compile (torch.compile) to the variants")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help=f"add the torch.compile levers ({', '.join(COMPILE_LEVERS)}) to the variants",
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker-folder", default=None, help=argparse.SUPPRESS)
     options = parser.parse_args()
     names = ["reference"] + [name for name in options.variants.split(",") if name and name != "reference"]
-    if options.compile and "trainer+compile" not in names:
-        names.append("trainer+compile")
+    if options.compile:
+        names += [name for name in COMPILE_LEVERS if name not in names]
     unknown = [name for name in names if name not in VARIANTS]
     if unknown:
         parser.error(f"variant(s) {', '.join(unknown)} unknown; choose from {', '.join(VARIANTS)}.")

@@ -39,23 +39,36 @@ def answer_token_mask(
 
 
 def answer_token_hits(
-    logits: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor, per_example: bool = False
+    logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    per_example: bool = False,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``[correct, total]`` (int64) of the teacher-forced argmax at the ``mask`` positions: position ``t`` is predicted
     by the logits at ``t - 1``. Only the masked rows of ``logits`` are reduced, so the cost is tiny.
 
     ``per_example``: count examples instead of tokens — an example (a row with a masked position) is correct when every
-    one of its masked tokens is."""
+    one of its masked tokens is.
+
+    ``positions``: when ``logits`` holds ``(N, V)`` logits at these ``(B, T)`` positions only, row-major (the loss at
+    labelled positions, :mod:`hf_icot.modeling.labelled_logits`), instead of ``(B, T, V)`` at every position; a
+    masked token whose predicting position has no logits is not scored (the masks scored in training are labelled)."""
     target_mask = mask[:, 1:]
+    if positions is None:
+        scored = logits[:, :-1][target_mask]  # (M, V) over the M masked tokens
+    else:
+        target_mask = target_mask & positions[:, :-1]
+        scored = logits[target_mask[positions[:, :-1]]]  # the kept rows that predict a masked token, in mask order
     if not per_example:
-        predicted = logits[:, :-1][target_mask].argmax(dim=-1)  # (N,) over the N answer tokens
+        predicted = scored.argmax(dim=-1)
         correct = (predicted == input_ids[:, 1:][target_mask]).sum()
         return torch.stack([correct, target_mask.sum()]).to(torch.long)
     predicted = torch.full_like(input_ids[:, 1:], -1)
-    predicted[target_mask] = logits[:, :-1][target_mask].argmax(dim=-1)
+    predicted[target_mask] = scored.argmax(dim=-1)
     wrong = (predicted != input_ids[:, 1:]) & target_mask
-    scored = target_mask.any(dim=1)
-    return torch.stack([(scored & ~wrong.any(dim=1)).sum(), scored.sum()]).to(torch.long)
+    scored_rows = target_mask.any(dim=1)
+    return torch.stack([(scored_rows & ~wrong.any(dim=1)).sum(), scored_rows.sum()]).to(torch.long)
 
 
 @torch.no_grad()

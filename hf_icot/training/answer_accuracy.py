@@ -1,6 +1,6 @@
 """The trainer's half of a pace that reads the model (:class:`hf_icot.curriculum.adaptive.AdaptiveStepwise`): mark the
 tokens each rendered training batch scores, count the teacher-forced hits from the step's own logits (no extra
-forward), and after every optimizer step sum the counts over processes and hand the accuracy to the schedule."""
+forward; those at labelled positions only under ``labelled_logits_only``), and after every optimizer step sum the counts over processes and hand the accuracy to the schedule."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import torch
 from hf_icot.cot import ANSWER_PREFIX
 from hf_icot.data.encoding import IGNORE_INDEX, encode_text
 from hf_icot.evaluation.teacher_forced import answer_token_hits, answer_token_mask
+from hf_icot.training.labelled_loss import LOGITS_POSITIONS_KEY
 
 #: The batch key of the scored-token mask (popped before the model sees the batch).
 ANSWER_MASK_KEY = "icot_answer_mask"
@@ -38,12 +39,14 @@ class AnswerAccuracyMixin:
         if mask is None:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         loss, outputs = super().compute_loss(model, inputs, True, num_items_in_batch)
+        positions = outputs.get(LOGITS_POSITIONS_KEY)  # set when the logits are those at labelled positions only
         with torch.no_grad():
             hits = answer_token_hits(
                 outputs["logits"].detach(),
                 inputs["input_ids"],
                 mask.to(outputs["logits"].device),
                 per_example=self.schedule.metric == "sequence",
+                positions=None if positions is None else positions.to(outputs["logits"].device),
             )
         # Kept on the device and summed over micro-batches: no host sync until the step ends.
         self._answer_counts = (

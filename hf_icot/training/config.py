@@ -148,6 +148,14 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "--max_len_train; counted in the logs as cot/skipped_long_batches). Unset: train on every batch."
         },
     )
+    labelled_logits_only: bool = field(
+        default=True,
+        metadata={
+            "help": "Compute the output layer and the loss only at the positions whose next token is labelled (CoT "
+            "and answer, not question or padding): the same loss and gradients, less compute and memory with a large "
+            "vocabulary. Used where it is exact (checked on the first batch); otherwise, or when off, every position."
+        },
+    )
     decay_all_parameters: bool = field(
         default=False,
         metadata={

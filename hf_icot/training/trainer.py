@@ -6,8 +6,11 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   rendered in :meth:`ICoTTrainer.get_batch_samples`, which the training loop calls once per optimizer step with
   ``state.global_step`` equal to the step about to be computed; the schedule picks each example's truncation there.
 * **Adaptive pace** (:mod:`hf_icot.curriculum.adaptive`): for a schedule that reads the model, the training
-answer-token accuracy
-  of every step, from the step's own logits and summed over processes, is handed to the schedule before checkpoints.
+  accuracy of every step, from the step's own logits and summed over processes, is handed to the schedule before
+  checkpoints, and logged as ``cot/answer_accuracy`` (``adaptive_metric: answer``) or ``cot/sequence_accuracy``
+  (``sequence``).
+* **Logits only where a label is** (``labelled_logits_only``, :mod:`hf_icot.training.labelled_loss`): the output
+  layer and the loss run at the positions whose next token is labelled, the same loss as the full computation.
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
   cleared; the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
@@ -46,6 +49,7 @@ from hf_icot.modeling.sizing import context_length
 from hf_icot.training.answer_accuracy import AnswerAccuracyMixin
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.labelled_loss import LabelledLossMixin
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
 from hf_icot.training.run_folder import resume_mismatch, run_identity
 
@@ -84,7 +88,7 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
             self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
 
 
-class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, SafeRunMixin, Trainer):
+class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeRunMixin, Trainer):
     """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
 
     Args:
@@ -336,7 +340,8 @@ class ICoTTrainer(AnswerAccuracyMixin, RunOutputsMixin, SafeRunMixin, Trainer):
             if self._optimizer_resets:
                 logs["cot/optimizer_resets"] = self._optimizer_resets
             if getattr(self, "last_answer_accuracy", None) is not None:
-                logs["cot/answer_accuracy"] = self.last_answer_accuracy
+                sequence = getattr(self.schedule, "metric", "answer") == "sequence"
+                logs["cot/sequence_accuracy" if sequence else "cot/answer_accuracy"] = self.last_answer_accuracy
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
             if getattr(self, "skipped_long_batches", 0):

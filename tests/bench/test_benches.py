@@ -26,9 +26,13 @@ TINY = {
         "--steps", "3", "--warmup", "1", "--repeats", "1", "--batch_size", "4", "--n_layer", "1", "--n_embd", "16",
     ],
     "bench_entry_points.py": ["--tiny"],
+    "bench_quickstart.py": ["--tiny", "--threads", "1"],
+    "bench_logits_memory.py": ["--vocab-size", "512", "--hidden-size", "8", "--n-layer", "1", "--batch-size", "4",
+                               "--steps", "2"],
     "bench_vs_reference.py": [
         "--train-size", "64", "--max-steps", "4", "--warmup", "1", "--batch-size", "8", "--n-layer", "1",
-        "--n-embd", "16", "--log-every", "2", "--variants", "trainer,reference+vectorised",
+        "--n-embd", "16", "--vocab-size", "512", "--log-every", "2",
+        "--variants", "trainer,reference+vectorised,trainer+full_logits",
     ],
 }  # fmt: skip
 
@@ -123,22 +127,41 @@ def test_bench_entry_points_runs_both_forms_and_prints_their_ratios(tmp_path: Pa
     assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
 
 
+def test_bench_quickstart_runs_old_and_new_to_the_end_and_prints_times_accuracies_and_ratios(tmp_path: Path) -> None:
+    out = run_bench("bench_quickstart.py", *TINY["bench_quickstart.py"], "--output_root", str(tmp_path))
+    rows = {
+        form: list(map(number, figures))
+        for form, *figures in re.findall(
+            rf"^(old|new) +({NUMBER}) +({NUMBER}) +(\d+)" + rf" +({NUMBER})" * 4 + "$", out, re.M
+        )
+    }
+    assert set(rows) == {"old", "new"}
+    for form, (wall_s, train_s, steps, steps_per_s, *accuracies) in rows.items():
+        assert steps == 2 and wall_s > train_s > 0 and steps_per_s > 0 and all(0 <= a <= 1 for a in accuracies), form
+        assert (tmp_path / form / "eval_results.json").is_file(), "each form ran the recipe to the end"
+    assert "--per_device_train_batch_size 256 --learning_rate 2e-3" in out, "the new form's flags are printed"
+    ratios = re.search(rf"^old / new: wall time ({NUMBER})x, training time ({NUMBER})x$", out, re.M)
+    assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
+
+
 def test_bench_vs_reference_prints_every_variant_the_padding_per_stage_and_equal_results() -> None:
     out = run_bench("bench_vs_reference.py", *TINY["bench_vs_reference.py"])
     lengths = re.search(rf"full-CoT tokens per example: reference ({NUMBER}), ICoTTrainer ({NUMBER})", out)
     assert lengths and lengths.group(1) == lengths.group(2), "both loops train on the same token ids"
-    rows = {
-        name: list(map(number, figures))
-        for name, *figures in re.findall(
-            rf"^(reference|trainer|reference\+vectorised) +({NUMBER}) +({NUMBER}) +({NUMBER}) +({NUMBER}) +({NUMBER})$",
-            out,
-            re.MULTILINE,
-        )
-    }
-    assert set(rows) == {"reference", "trainer", "reference+vectorised"}
+    found = re.findall(
+        rf"^(reference|trainer|reference\+vectorised|trainer\+full_logits) +({NUMBER}) +({NUMBER}) +({NUMBER}) "
+        rf"+({NUMBER}) +({NUMBER})  (.+)$",
+        out,
+        re.MULTILINE,
+    )
+    rows = {name: list(map(number, figures)) for name, *figures, _ in found}
+    logits = {name: where for name, *_, where in found}
+    assert set(rows) == {"reference", "trainer", "reference+vectorised", "trainer+full_logits"}
     for name, (steps_per_s, tokens_per_s, efficiency, rss, ratio) in rows.items():
         assert steps_per_s > 0 and tokens_per_s > 0 and 0 < efficiency <= 1 and rss > 0 and ratio > 0, name
     assert rows["reference"][4] == 1.0
+    assert logits["trainer"] == "labelled (logits_to_keep)" and logits["trainer+full_logits"] == "every position"
+    assert logits["reference"] == logits["reference+vectorised"] == "every position"
     stages = re.findall(rf"^  (reference|trainer) +((?:\d+:{NUMBER} ?)+)$", out, re.MULTILINE)
     assert {name for name, _ in stages} == {"reference", "trainer"}
     # 64 lines, batch 8: 8 steps per epoch, one token removed per step; 4 steps are counts 0-3.
@@ -166,3 +189,23 @@ def test_gpu_bench_answers_help_and_its_cpu_dry_run_measures_both_loops_in_both_
         assert number(steps_per_s) > 0 and number(tokens_per_s) > 0 and number(mfu) >= 0 and number(peak) > 0
     assert len(re.findall(rf"^ICoTTrainer / bare loop \((fp32|bf16)\): {NUMBER}$", out, re.M)) == 2
     assert "MFU against 989 TFLOPs" in out
+
+
+def test_bench_logits_memory_prints_both_variants_their_ratio_and_equal_losses() -> None:
+    out = run_bench("bench_logits_memory.py", *TINY["bench_logits_memory.py"])
+    rows = {
+        name: (list(map(number, figures)), how)
+        for name, *figures, how in re.findall(
+            rf"^(every position|labelled only) +({NUMBER}) +({NUMBER}) +(-?{NUMBER})  (every position|\w+)$",
+            out,
+            re.MULTILINE,
+        )
+    }
+    assert set(rows) == {"every position", "labelled only"}
+    assert rows["every position"][1] == "every position" and rows["labelled only"][1] == "logits_to_keep"
+    for name, ((start, peak, _), _) in rows.items():
+        assert 0 < start <= peak, name
+    ratio = re.search(rf"^memory the steps add, labelled only / every position: (-?{NUMBER})$", out, re.MULTILINE)
+    assert ratio is not None
+    losses = dict(re.findall(r"^  (every position|labelled only) +((?:[0-9.]+ ?)+)$", out, re.MULTILINE))
+    assert len(losses["every position"].split()) == 2 and losses["every position"] == losses["labelled only"]

@@ -167,6 +167,7 @@ def test_a_real_run_removes_tokens_when_the_answer_accuracy_crosses(tmp_path):
     assert trainer.optimizer_resets == len(removals)
     logged = [entry for entry in trainer.state.log_history if "cot/answer_accuracy" in entry]
     assert logged and logged[-1]["cot/removed_tokens"] == len(removals)
+    assert not any("cot/sequence_accuracy" in entry for entry in trainer.state.log_history)
     card = describe_run(trainer)["schedule"]  # the model card's curriculum section
     assert card["name"] == "adaptive" and card["params"]["threshold"] == 0.7
     assert [stage["start_step"] for stage in card["stages"]] == [0, *removals]
@@ -233,3 +234,6 @@ def test_the_sequence_metric_scores_every_labelled_token_of_a_real_run(tmp_path)
     batch, _ = trainer._render(next(iter(trainer.get_train_dataloader())), 0, training=True)
     assert torch.equal(batch[ANSWER_MASK_KEY], batch["labels"] != -100)  # CoT, separators, answer and final <eos>
     assert "whole-sequence accuracy averages >= 0.7" in trainer.schedule.describe_stage(0)
+    logged = [entry for entry in trainer.state.log_history if "loss" in entry]
+    assert len(logged) == 3 and all("cot/answer_accuracy" not in entry for entry in logged)  # its own key
+    assert [entry["cot/sequence_accuracy"] for entry in logged] == [log.accuracies[step] for step in (3, 7, 11)]

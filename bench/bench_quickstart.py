@@ -1,0 +1,141 @@
+"""The quickstart as shipped against the same with other settings, side by side in one run: wall time and accuracy.
+
+Run from the repository root, on a machine nothing else is loading::
+
+    nice -n 10 python bench/bench_quickstart.py          # both whole quickstarts, one after the other
+    python bench/bench_quickstart.py --questions 6400    # speed only: both stop after the same 6,400 questions
+    python bench/bench_quickstart.py --threads 1         # both on one thread
+    python bench/bench_quickstart.py --tiny              # a few steps on a few examples: checks the bench
+
+Each form is ``python recipes/icot_gpt2.py --config CONFIG`` (as fast as the README's ``accelerate launch`` form,
+``bench/bench_entry_points.py``) in its own output folder, run to the end: data built, trained, evaluated, saved,
+carded. ``old`` is the config as shipped (batch 64, learning rate 1e-3); ``new`` is the same config with the ``--new``
+flags, by default batch 256 at learning rate 2e-3 (the square-root rule): the curriculum is in epochs, so the pace in
+questions stays and the optimizer steps are 4x fewer. ``--questions N`` stops each form after N training questions
+(``--max_steps`` N / its batch): a speed comparison without the end of the curriculum, whose accuracies mean little.
+``--both FLAGS`` go to both forms (e.g. ``--both "--max_eval_examples 100"``); ``--threads N`` sets
+``OMP_NUM_THREADS`` for both. Printed per form: the wall time of the whole process, the training time, steps and
+steps/s the Trainer measured (``training_log.json``), the implicit exact match on test and validation and the
+explicit one on test (``eval_results.json``); then the ratios old / new.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = "recipes/icot_gpt2.py"
+NEW = "--per_device_train_batch_size 256 --learning_rate 2e-3"
+#: --tiny: a few steps on a few examples, so that the bench itself is checked in seconds (its figures mean nothing).
+TINY_ARGS = ["--task_args", '{"train_size": 512, "validation_size": 8, "test_size": 8}']
+TINY_ARGS += ["--per_device_eval_batch_size", "8"]
+TINY_STEPS = 2
+METRICS = ("test/implicit/answer_em", "validation/implicit/answer_em", "test/explicit/answer_em")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument(
+        "--config", default="recipes/configs/quickstart.yaml", help="the recipe config (old: as it is)"
+    )
+    parser.add_argument("--new", default=NEW, help="recipe flags that turn the config into the new settings")
+    parser.add_argument("--both", default="", help="recipe flags for both forms, e.g. '--max_eval_examples 100'")
+    parser.add_argument("--questions", type=int, default=None, help="stop each form after this many questions")
+    parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of both runs (None: as set)")
+    parser.add_argument("--tiny", action="store_true", help=f"512 train, 8 eval examples, {TINY_STEPS} steps")
+    parser.add_argument(
+        "--output_root", default=None, help="folder for the run folders and logs, kept (None: a temporary one)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("threads", "questions"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)} is not allowed; it must be >= 1.")
+    if not (REPO / args.config).is_file() and not Path(args.config).is_file():
+        parser.error(
+            f"--config {args.config} does not exist; give a YAML file (paths are relative to the repository)."
+        )
+    return args
+
+
+def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]]:
+    """The command line of each form: the same config, the new one with the ``--new`` flags after it."""
+    common = [sys.executable, RECIPE, "--config", args.config, "--overwrite_output_dir", "--disable_tqdm", "true"]
+    if args.tiny:
+        common += [*TINY_ARGS, "--max_steps", str(TINY_STEPS)]
+    common += shlex.split(args.both)
+    forms = {"old": [], "new": shlex.split(args.new)}
+    if args.questions is not None:
+        shipped = yaml.safe_load((REPO / args.config).read_text())["per_device_train_batch_size"]
+        for flags in forms.values():
+            batch = (
+                int(flags[flags.index("--per_device_train_batch_size") + 1])
+                if "--per_device_train_batch_size" in flags
+                else shipped
+            )
+            flags += ["--max_steps", str(max(args.questions // batch, 1))]
+    return {form: [*common, *flags, "--output_dir", str(output_root / form)] for form, flags in forms.items()}
+
+
+def run_form(form: str, command: list[str], log_path: Path, threads: int | None) -> dict[str, float]:
+    """Run one form to the end, its output in ``log_path``; its wall time, the Trainer's speed and the accuracies."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
+    with open(log_path, "w") as log:
+        start = time.perf_counter()
+        result = subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - start
+    if result.returncode != 0:
+        tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
+        raise SystemExit(f"the {form} run failed (exit {result.returncode}); the end of {log_path}:\n{tail}")
+    output_dir = Path(command[command.index("--output_dir") + 1])
+    history = json.loads((output_dir / "training_log.json").read_text())
+    summary = [entry for entry in history if "train_runtime" in entry][-1]
+    metrics = json.loads((output_dir / "eval_results.json").read_text())
+    return {
+        "wall_s": wall,
+        "train_s": summary["train_runtime"],
+        "steps": summary["step"],
+        "steps_per_s": summary["train_steps_per_second"],
+        **{name: metrics[name] for name in METRICS},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench_quickstart_") as scratch:
+        output_root = Path(args.output_root or scratch).resolve()
+        output_root.mkdir(parents=True, exist_ok=True)
+        forms = commands(args, output_root)
+        print(f"{args.config}{' (tiny)' if args.tiny else ''}, {os.cpu_count()} CPUs, OMP_NUM_THREADS {args.threads}")
+        for form, command in forms.items():
+            print(f"  {form:<4} {' '.join(command)}")
+        results = {
+            form: run_form(form, command, output_root / f"{form}.log", args.threads) for form, command in forms.items()
+        }
+    print(
+        f"{'form':<6}{'wall s':>9}{'train s':>9}{'steps':>7}{'steps/s':>9}{'test EM':>9}{'val EM':>8}{'explicit':>9}"
+    )
+    for form, r in results.items():
+        accuracies = "".join(f"{r[name]:>{width}.3f}" for name, width in zip(METRICS, (9, 8, 9)))
+        print(f"{form:<6}{r['wall_s']:>9.1f}{r['train_s']:>9.1f}{r['steps']:>7}{r['steps_per_s']:>9.2f}{accuracies}")
+    old, new = results["old"], results["new"]
+    wall, train = old["wall_s"] / new["wall_s"], old["train_s"] / new["train_s"]
+    print(f"old / new: wall time {wall:.2f}x, training time {train:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,102 @@
+"""The trainer's loss at the labelled positions only (``labelled_logits_only``, on by default): the output layer and
+the cross entropy run where the next token carries a label (:mod:`hf_icot.modeling.labelled_logits`), with the same
+loss, gradients and gradient-accumulation scaling as ``Trainer.compute_loss``'s full computation.
+
+The way to split the model is chosen once, on the first batch that needs it: each strategy is run beside the model's
+own full forward (on two of its rows, so the check's full logits stay small), every process's verdicts are combined (a
+strategy is used only if it is exact on every process) and the first exact one is kept. A model neither way splits
+exactly (one that computes its own loss, such as the parity theory models), a label smoother, a ``compute_loss_func``
+or an evaluation that returns logits gets the full computation, said once in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from hf_icot.modeling.labelled_logits import (
+    STRATEGIES,
+    causal_lm_loss,
+    exact_strategies,
+    labelled_logits,
+    predicting_positions,
+)
+
+logger = logging.getLogger(__name__)
+
+#: The output key of the ``(B, T)`` positions the ``(N, V)`` logits belong to (absent: logits at every position).
+LOGITS_POSITIONS_KEY = "logits_positions"
+_UNDECIDED = "undecided"
+
+
+class LabelledLossMixin:
+    """Mixed into :class:`hf_icot.training.trainer.ICoTTrainer` before ``Trainer``; reads ``args.labelled_logits_only``.
+
+    ``labelled_logits_strategy`` is the way chosen (``"logits_to_keep"`` or ``"output_layer"``), None for the full
+    computation, ``"undecided"`` before the first batch."""
+
+    labelled_logits_strategy: str | None = _UNDECIDED
+    _told_full: set[str] | None = None
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        strategy = self._labelled_strategy(model, inputs)
+        if strategy is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        labels = inputs["labels"]
+        positions = predicting_positions(labels)  # (B, T)
+        forward_inputs = {name: value for name, value in inputs.items() if name != "labels"}
+        outputs = labelled_logits(model, forward_inputs, positions, strategy, self._output_layer())
+        # What Trainer.compute_loss does with the model's own loss: the sum over num_items_in_batch when the model
+        # takes loss kwargs (training_step then leaves the loss unscaled), else the mean of the micro-batch.
+        scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
+        loss = causal_lm_loss(outputs["logits"], labels, positions, num_items_in_batch if scaled else None)
+        if self.args.average_tokens_across_devices and scaled:
+            tp_size = self.get_tp_size() if hasattr(self, "get_tp_size") else 1  # as Trainer.compute_loss scales it
+            loss = loss * (self.accelerator.num_processes // tp_size if self.args.n_gpu <= 1 else self.args.n_gpu)
+        outputs["loss"] = loss
+        outputs[LOGITS_POSITIONS_KEY] = positions
+        return (loss, outputs) if return_outputs else loss
+
+    def _output_layer(self) -> torch.nn.Module | None:
+        try:
+            return self.accelerator.unwrap_model(self.model).get_output_embeddings()
+        except (AttributeError, NotImplementedError):
+            return None
+
+    def _labelled_strategy(self, model: Any, inputs: dict[str, Any]) -> str | None:
+        if not self.args.labelled_logits_only or "labels" not in inputs:
+            return None
+        if self.label_smoother is not None or self.compute_loss_func is not None:
+            self._tell_full("a label smoother or a compute_loss_func computes the loss from full logits")
+            return None
+        if not model.training and not self.args.prediction_loss_only:  # evaluation returns the logits
+            return None
+        if self.labelled_logits_strategy == _UNDECIDED:
+            self.labelled_logits_strategy = self._choose_strategy(model, inputs)
+        return self.labelled_logits_strategy
+
+    def _choose_strategy(self, model: Any, inputs: dict[str, Any]) -> str | None:
+        exact = exact_strategies(model, inputs, self._output_layer())
+        verdicts = torch.tensor([int(exact[name]) for name in STRATEGIES], device=self.args.device)
+        if self.accelerator.num_processes > 1:
+            verdicts = self.accelerator.gather(verdicts).view(-1, len(STRATEGIES)).min(dim=0).values
+        chosen = next((name for name, ok in zip(STRATEGIES, verdicts.tolist()) if ok), None)
+        name = type(self.accelerator.unwrap_model(model)).__name__
+        if chosen is None:
+            self._tell_full(
+                f"{name} gives other logits or another loss when its output layer runs at those positions only "
+                "(neither logits_to_keep nor a gather before its output layer is exact)"
+            )
+        else:
+            logger.info(
+                "labelled_logits_only: %s computes logits and loss at the labelled positions (%s)", name, chosen
+            )
+        return chosen
+
+    def _tell_full(self, reason: str) -> None:
+        told = self._told_full if self._told_full is not None else set()
+        if reason not in told:
+            logger.warning("labelled_logits_only: %s, so the loss uses logits at every position.", reason)
+        self._told_full = told | {reason}
