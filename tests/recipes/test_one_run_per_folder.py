@@ -48,7 +48,9 @@ def refusal_of(second: subprocess.CompletedProcess, output: Path, pid: int) -> N
     assert lines[0].endswith("; wait for it to end, or give another --output_dir.")
 
 
-@pytest.mark.parametrize("processes", [1, 2], ids=["one process", "two processes"])
+@pytest.mark.parametrize(
+    "processes", [1, pytest.param(2, marks=pytest.mark.slow)], ids=["one process", "two processes"]
+)  # two: ~2 min
 def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_finishes(processes: int, tmp_path: Path) -> None:
     launch, extra = (LAUNCH_TWO, TWO_PROCESSES) if processes == 2 else ([], [])
     output, hold = tmp_path / "run", tmp_path / "hold"

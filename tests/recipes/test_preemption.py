@@ -79,6 +79,7 @@ def test_sigusr1_is_the_preemption_signal_when_configured(tmp_path: Path) -> Non
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="two gloo processes on one machine: tested on Linux")
+@pytest.mark.slow  # ~100 s on 2 cores: two accelerate processes, run twice
 def test_two_processes_stop_at_the_same_step_when_one_is_signalled_and_resume_bitwise(tmp_path: Path) -> None:
     whole = tmp_path / "whole"
     result = run([*LAUNCH_TWO, PARITY, *parity_args(whole, *TWO_PROCESSES)], timeout=600)

@@ -294,7 +294,9 @@ def test_tokenizer_that_cannot_represent_the_task(tmp_path: Path) -> None:
     examples = [{"question": "1 2 * 3 4", "cot": ["5 6 7 8 0", "+ 0"], "answer": "1 2"}]
     build_word_level_tokenizer(examples).save_pretrained(folder)
     message = _error(recipe_args(folder, tmp_path / "out"))
-    assert "cannot train on this data" in message and "'9'" in message
+    # refused before training, naming where the word is (the bad-rows check of the loaded data)
+    assert message.startswith("split 'train' row 0, column 'question' has the word '9'"), message
+    assert "word-level tokenizer does not know" in message
 
 
 def test_lora_target_modules_the_model_lacks(tiny_gpt2: Path, tmp_path: Path) -> None:

@@ -143,7 +143,8 @@ def test_a_final_model_that_fills_the_disk_leaves_no_part_of_it(tiny_gpt2: Path,
         message
     )
     assert "Traceback" not in result.stderr
-    assert sorted(p.name for p in output.iterdir()) == [], "no half model, no staging folder"
+    # no half model, no staging folder: the folder is empty, or gone when the run had created it and left it empty
+    assert not output.exists() or sorted(p.name for p in output.iterdir()) == []
 
 
 def test_a_dataset_build_that_fills_the_disk_leaves_the_earlier_build_usable(small_disk) -> None:
