@@ -92,10 +92,13 @@ def trainer_speed(output_dir: Path) -> tuple[float, int, float]:
     return summary["train_runtime"], summary["step"], summary["train_steps_per_second"]
 
 
-def run_form(form: str, command: list[str], log_path: Path) -> dict[str, float]:
-    """Run one form to the end with its output in ``log_path``; its wall time and the Trainer's speed figures."""
+def run_form(form: str, command: list[str], log_path: Path, threads: int | None = None) -> dict[str, float]:
+    """Run one form to the end with its output in ``log_path`` (``threads``: its OMP_NUM_THREADS, default as set);
+    its wall time and the Trainer's speed figures."""
     # The checkout's packages come first, as for `python recipes/icot_gpt2.py` run from the repository root.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     with open(log_path, "w") as log:
         start = time.perf_counter()
         result = subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -25,12 +25,11 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+import bench_entry_points as entry_points  # the same runner; bench/ is on the path when this runs
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,27 +89,10 @@ def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]
 
 def run_form(form: str, command: list[str], log_path: Path, threads: int | None) -> dict[str, float]:
     """Run one form to the end, its output in ``log_path``; its wall time, the Trainer's speed and the accuracies."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    if threads is not None:
-        env["OMP_NUM_THREADS"] = str(threads)
-    with open(log_path, "w") as log:
-        start = time.perf_counter()
-        result = subprocess.run(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-        wall = time.perf_counter() - start
-    if result.returncode != 0:
-        tail = "".join(log_path.read_text().splitlines(keepends=True)[-30:])
-        raise SystemExit(f"the {form} run failed (exit {result.returncode}); the end of {log_path}:\n{tail}")
+    speed = entry_points.run_form(form, command, log_path, threads)
     output_dir = Path(command[command.index("--output_dir") + 1])
-    history = json.loads((output_dir / "training_log.json").read_text())
-    summary = [entry for entry in history if "train_runtime" in entry][-1]
     metrics = json.loads((output_dir / "eval_results.json").read_text())
-    return {
-        "wall_s": wall,
-        "train_s": summary["train_runtime"],
-        "steps": summary["step"],
-        "steps_per_s": summary["train_steps_per_second"],
-        **{name: metrics[name] for name in METRICS},
-    }
+    return {**speed, **{name: metrics[name] for name in METRICS}}
 
 
 def main(argv: list[str] | None = None) -> int:

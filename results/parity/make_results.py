@@ -21,7 +21,16 @@ from typing import Any
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import update_ledger
-from hf_icot.studies.report import error_bars, fmt, mark_steps, pyplot, read_json, record_folders, write_table
+from hf_icot.studies.report import (
+    error_bars,
+    fmt,
+    mark_steps,
+    pyplot,
+    read_json,
+    record_folders,
+    save_figure,
+    write_table,
+)
 from hf_icot.studies.statistics import summarize
 from hf_icot.studies.sweep import RECORD_FILE
 
@@ -194,9 +203,7 @@ def plot_losses(group: list[dict[str, Any]], out: Path, name: str) -> None:
     ax.set(title=f"{name}: loss per step, mean and 95% interval over {len(group)} seeds", xlabel="optimizer step",
            ylabel="loss (current stage's layout)", yscale="log")  # fmt: skip
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / f"loss_{name}.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / f"loss_{name}.png", dpi=110)
 
 
 def plot_attention(run: dict[str, Any], out: Path) -> None:
@@ -220,9 +227,7 @@ def plot_attention(run: dict[str, Any], out: Path) -> None:
     axes[0][0].scatter([], [], marker="x", color="red", label="true children")
     axes[0][0].legend(fontsize=7, loc="lower right")
     fig.suptitle(f"{run['name']}: final attention, every CoT position padded")
-    fig.tight_layout()
-    fig.savefig(out / f"attention_{run['name']}.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / f"attention_{run['name']}.png", dpi=110)
 
 
 def by_share(count: int, total: int) -> str:
