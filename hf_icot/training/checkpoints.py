@@ -57,6 +57,13 @@ class SafeRunMixin:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             atexit.register(_end_processes_at_exit, weakref.ref(self))
 
+    def get_decay_parameter_names(self, model) -> list[str]:
+        """Every parameter under ``args.decay_all_parameters`` (the reference's and the marginals study's AdamW decay
+        biases and LayerNorm weights too); otherwise the ``Trainer``'s choice, which leaves them out."""
+        if getattr(self.args, "decay_all_parameters", False):
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
+
     def _last_checkpoint(self) -> str | None:
         return last_complete_checkpoint(self.args.output_dir) if self.args.output_dir else None
 

@@ -315,11 +315,6 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
             batch[SKIP_KEY] = True
             self.skipped_long_batches = getattr(self, "skipped_long_batches", 0) + 1
 
-    def get_decay_parameter_names(self, model) -> list[str]:
-        if self.args.decay_all_parameters:  # the reference's torch.optim.AdamW decays every parameter
-            return [name for name, _ in model.named_parameters()]
-        return super().get_decay_parameter_names(model)
-
     def training_step(self, model, inputs, num_items_in_batch=None):
         if inputs.pop(SKIP_KEY, False):
             # No forward or backward: parameters without a gradient are left alone by the optimizer step.

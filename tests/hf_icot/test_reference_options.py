@@ -36,6 +36,7 @@ def test_max_len_train_skips_long_batches_counts_them_and_leaves_weights_alone(t
     import torch
 
     from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.checkpoints import CheckpointedTrainer
     from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
@@ -59,6 +60,7 @@ def test_max_len_train_skips_long_batches_counts_them_and_leaves_weights_alone(t
 
 def test_decay_all_parameters_decays_biases_and_layer_norms_as_the_reference(tmp_path):
     from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.checkpoints import CheckpointedTrainer
     from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
@@ -72,6 +74,13 @@ def test_decay_all_parameters_decays_biases_and_layer_norms_as_the_reference(tmp
         model=model, args=_config(tmp_path, decay_all_parameters=True), train_dataset=train, processing_class=tokenizer
     )
     assert set(everything.get_decay_parameter_names(model)) == names
+    # The trainer without a curriculum (the marginals recipe's) honours the same flag.
+    plain = CheckpointedTrainer(model=model, args=_config(tmp_path), train_dataset=train, processing_class=tokenizer)
+    assert "transformer.ln_f.bias" not in plain.get_decay_parameter_names(model)
+    plain_all = CheckpointedTrainer(
+        model=model, args=_config(tmp_path, decay_all_parameters=True), train_dataset=train, processing_class=tokenizer
+    )
+    assert set(plain_all.get_decay_parameter_names(model)) == names
 
 
 def test_best_epoch_rule_forgets_the_best_while_cot_remains():
