@@ -1,4 +1,4 @@
-"""The marginals study's own code beside our recipe on one point: tau and the plateau of each, and their models.
+"""The marginals study's own code beside our recipe on one point: τ and the plateau of each, and their models.
 
     git clone https://github.com/mihirs-0/synass-lens /work/synass-lens    # the study's code, outside this repository
     nohup nice -n 5 python bench/marginals_vs_study/run.py --study-repo /work/synass-lens > /tmp/sbs.log 2>&1 &
@@ -14,14 +14,15 @@ Stages, each skipped when its outputs are already in --work-dir (so a rerun only
    is written (and deletes each checkpoint's optimizer state, which the evaluation never reads, unless
    --keep-optimizer-states);
 3. the study's ``scripts/run_candidate_eval.py`` on every checkpoint, once per --n-examples value (its default is 32
-   bases), and its rules: tau = the first checkpoint whose candidate loss is below 0.5 log K, the plateau = its
+   bases), and its rules: τ = the first checkpoint whose candidate loss is below 0.5 log K, the plateau = its
    ``candidate_loss_plateau_avg`` (the mean candidate loss before its z-gap binding onset);
 4. our ``recipes/marginals.py`` with ``marginals_study_schedule.yaml`` as ``results/marginals/runs.yaml``'s
    ``cos_k10_nb200_lr1e-3_bs128`` entry calls it, or with --reuse-our-record that run's committed record.
 
 Both sides are then read by both rules (the study's, and ours: the crossing interpolated, the plateau the median over
-0.25-0.75 tau) and printed as one table, with the parameters and the initial weight scale of each model, the
-training speed and the wall time; ``side_by_side.md`` and ``summary.json`` in --work-dir keep them. Every training
+0.25-0.75 τ) and printed as one table, with the parameters and the initial weight scale of each model, the
+training speed and the wall time; ``side_by_side.md``, ``side_by_side.png`` (the candidate-loss curves) and
+``summary.json`` in --work-dir keep them. Every training
 runs one at a time with --threads torch threads under ``nice -n --nice``.
 """
 
@@ -411,6 +412,21 @@ def table(study: dict, evaluations: dict[int, dict], ours: dict, our_facts: dict
     return f"K = {k}, log K = {math.log(k):.4f}\n\n{markdown(rows)}\n\n{markdown(facts)}\n"
 
 
+def plot_curves(curves: dict[str, tuple[list[float], list[float]]], log_k: float, title: str, path: Path) -> Path:
+    """The candidate loss over log K of each side against the step, with log K and the τ threshold marked."""
+    from hf_icot.studies.report import pyplot, save_figure
+
+    fig, ax = pyplot().subplots(figsize=(7, 4))
+    for label, (steps, values) in curves.items():
+        ax.plot(steps, [v / log_k for v in values], label=label, linewidth=1.2)
+    ax.axhline(1.0, color="grey", linewidth=0.8, label="log K")
+    ax.axhline(0.5, color="grey", linestyle="--", linewidth=0.8, label="0.5 log K (τ)")
+    ax.set(xlabel="optimiser step", ylabel="candidate loss / log K", xlim=(0, max(max(s) for s, _ in curves.values())))
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return save_figure(fig, path)
+
+
 # -------------------------------------------------------------------------------------------------------- main
 
 
@@ -502,9 +518,10 @@ def main(argv: list[str] | None = None) -> int:
     study = {"timing": train_study(python, args.study_repo, overrides, base_dir / name, args.stop_step,
                                    args.keep_optimizer_states, args.threads, args.nice)}  # fmt: skip
     study["model"] = study_model(python, args.study_repo, base_dir / name)
-    evaluations = {}
+    evaluations, curves = {}, {}
     for n in args.n_examples:
         result = evaluate_study(python, args.study_repo, base_dir, name, n, args.threads, args.nice)
+        curves[f"study's code, its eval on {n} bases"] = (result["steps"], result["candidate_loss"])
         evaluations[n] = figures(result["steps"], result["candidate_loss"], result["z_gap"], result["log_k"])
         plateau = result["candidate_loss_plateau_avg"]  # the study's own figure, beside our reading of its rule
         evaluations[n]["plateau_study_own_over_log_k"] = plateau / result["log_k"] if plateau is not None else None
@@ -514,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.reuse_our_record:
         train_ours(args.k, args.n_bases, args.seed, our_dir, args.threads, args.nice)
     ours = our_figures(our_dir)
+    rows = read_diagnostics(our_dir)
+    curves["our recipe (20 bases x all K z)"] = ([r["step"] for r in rows], [r["candidate_loss"] for r in rows])
     our_facts = our_model(args.k, args.n_bases, args.seed)
 
     text = table(study, evaluations, ours, our_facts, committed_seeds(args.k, args.n_bases), args.k)
@@ -523,7 +542,9 @@ def main(argv: list[str] | None = None) -> int:
                "study": {**study, "evaluations": evaluations, "run_dir": str(base_dir / name)},
                "ours": {**ours, **our_facts, "run_dir": str(our_dir)}}  # fmt: skip
     (args.work_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    log(f"wrote {args.work_dir / 'side_by_side.md'} and summary.json")
+    title = f"The study's code and our recipe: K = {args.k}, D = {args.k * args.n_bases:,}, the study's schedule, "
+    plot_curves(curves, math.log(args.k), title + f"seed {args.seed}", args.work_dir / "side_by_side.png")
+    log(f"wrote {args.work_dir / 'side_by_side.md'}, side_by_side.png and summary.json")
     return 0
 
 
