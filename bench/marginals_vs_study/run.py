@@ -173,6 +173,8 @@ def markdown(rows: list[list[str]]) -> str:
 def fmt(value, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
+    if isinstance(value, str):
+        return value
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:,.{digits}f}"
@@ -338,7 +340,9 @@ def figures(steps, candidate, gaps, log_k: float) -> dict:
     onset = binding_onset(steps, gaps)
     before = plateau_before_onset(steps, candidate, onset)
     window = plateau_window(steps, candidate, tau)
+    climb = [(v / log_k, s) for s, v in zip(steps, candidate) if tau and 50 <= s <= 0.75 * tau]
     return {
+        "climb_over_log_k": f"{max(climb)[0]:.2f} (step {max(climb)[1]:.0f})" if climb else None,
         "tau_first_below": first_below(steps, candidate, threshold),
         "tau_interpolated": tau,
         "binding_onset": onset,
@@ -362,18 +366,22 @@ def our_figures(folder: Path) -> dict:
     return found
 
 
-def committed_seeds(k: int, n_bases: int) -> dict[int, float]:
-    """τ (interpolated) of every committed seed of our recipe at this point under the study's schedule."""
-    taus = {}
-    for folder in sorted(RECORDS.glob(f"cos_k{k}_nb{n_bases}_lr1e-3_bs128_s*")):
-        taus[int(folder.name.rsplit("_s", 1)[1])] = our_figures(folder)["tau_interpolated"]
-    return taus
+def committed_seeds(k: int, n_bases: int) -> dict[int, dict]:
+    """Our figures of every committed seed of our recipe at this point under the study's schedule."""
+    return {
+        int(folder.name.rsplit("_s", 1)[1]): our_figures(folder)
+        for folder in sorted(RECORDS.glob(f"cos_k{k}_nb{n_bases}_lr1e-3_bs128_s*"))
+    }
 
 
 def table(study: dict, evaluations: dict[int, dict], ours: dict, our_facts: dict, seeds: dict, k: int) -> str:
     """The side-by-side table (markdown)."""
     columns = [f"study's code, its eval on {n} bases" for n in evaluations] + ["our recipe"]
-    spread = f"seeds {', '.join(map(str, seeds))}: " + ", ".join(fmt(t) for t in seeds.values()) if seeds else "—"
+
+    def spread(key: str, digits: int) -> str:
+        values = ", ".join(fmt(figures[key], digits) for figures in seeds.values())
+        return f"seeds {', '.join(map(str, seeds))}: {values}" if seeds else "—"
+
     sides = [*evaluations.values(), ours]
 
     def row(label: str, key: str, digits: int = 1) -> list[str]:
@@ -386,9 +394,15 @@ def table(study: dict, evaluations: dict[int, dict], ours: dict, our_facts: dict
         row("evaluated every (steps)", "interval", 0),
         row("plateau / log K, mean before the z-gap onset (the study's rule)", "plateau_before_onset_over_log_k", 3),
         row("plateau / log K, median over 0.25-0.75 τ (our rule)", "plateau_window_over_log_k", 3),
+        row("highest plateau candidate loss / log K, step 50 to 0.75 τ", "climb_over_log_k"),
         row("z-gap binding onset (gap > 0.5 at 3 evaluations in a row)", "binding_onset", 0),
         ["candidate loss measured on", *(f"{n} bases × 1 random z" for n in evaluations), "20 bases × all K z"],
-        ["our committed records at this point: τ interpolated", *([""] * len(evaluations)), spread],
+        ["our committed records here: τ interpolated", *([""] * len(evaluations)), spread("tau_interpolated", 1)],
+        [
+            "our committed records here: plateau / log K (our rule)",
+            *([""] * len(evaluations)),
+            spread("plateau_window_over_log_k", 3),
+        ],  # fmt: skip
     ]
     facts = [
         ["", "study's model (TransformerLens)", "our model (GPT-2)"],
