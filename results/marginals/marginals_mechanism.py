@@ -152,7 +152,7 @@ ABLATIONS = (("from_start", True, True), ("from_quarter_tau", False, True), ("co
 def ablation_table(rows: list[dict], runs: dict[str, dict]) -> list[dict]:
     """One row per run trained with a head zeroed, beside the base run of its seed (``c5_ablation.csv``): which
     head, from which step, whether it is the seed's routing head, τ with and without it (a run with no τ counts its
-    last step, ``censored``), and the difference."""
+    last step, ``censored``), the difference, and the layer-0 head that routes z first in the run without it."""
     bases = {
         r["seed"]: r for r in sorted(rows, key=lambda r: r["run"]) if _base_point(r) and r["direction"] == "bz_to_a"
     }
@@ -166,6 +166,8 @@ def ablation_table(rows: list[dict], runs: dict[str, dict]) -> list[dict]:
         routing = routing_head(runs[base["run"]])
         is_routing = routing is not None and heads == [routing["head"]]
         kind = ("from_start" if start == 0 else "from_quarter_tau") if is_routing else "control_from_start"
+        instead = routing_head({**run, "diagnostics": [{k: v for k, v in r.items() if k[7:] not in heads}
+                                                       for r in run["diagnostics"]]})  # fmt: skip
         censored = row["tau"] in ("", None)
         tau = float(row["steps"]) if censored else float(row["tau"])
         table.append({"run": row["run"], "base_run": base["run"], "seed": row["seed"], "ablation": kind,
@@ -173,7 +175,9 @@ def ablation_table(rows: list[dict], runs: dict[str, dict]) -> list[dict]:
                       "from_step": start, "from_over_tau_base": _fraction(start, base["tau"]),
                       "tau_base": base["tau"], "tau_ablated": round(tau, 1), "censored": censored,
                       "delta": round(tau - float(base["tau"]), 1),
-                      "delta_over_tau_base": round((tau - float(base["tau"])) / float(base["tau"]), 3)})  # fmt: skip
+                      "delta_over_tau_base": round((tau - float(base["tau"])) / float(base["tau"]), 3),
+                      "routes_instead": instead["head"] if instead else "",
+                      "its_onset_over_tau": _fraction(instead["onset"], tau) if instead else ""})  # fmt: skip
     return table
 
 
@@ -189,7 +193,10 @@ def c5_delay(table: list[dict], rows: list[dict]) -> tuple[str, dict[str, str]]:
         gap = difference(ablated, [r["tau_base"] for r in chosen])
         paired = ", ".join(f"s{r['seed']} {r['head']}: {r['tau_base']:g} -> {r['tau_ablated']:g}"
                            + (" (no τ: a lower bound)" if r["censored"] else "") for r in chosen)  # fmt: skip
-        texts[kind] = f"τ_ablated - τ_base {_interval_text(gap)} ({paired})"
+        within = summarize([r["delta"] for r in chosen])  # the same seed's base run: reported, not the rule's
+        texts[kind] = (
+            f"τ_ablated - τ_base {_interval_text(gap)} (Welch; paired per seed {_interval_text(within)}: {paired})"
+        )
         if kind == "from_start":
             if gap.n >= MIN_SEEDS and gap.low is not None and gap.low > 0:
                 verdict = "agree"
