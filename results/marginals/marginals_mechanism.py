@@ -228,8 +228,15 @@ def c5_claim(rows: list[dict], runs: dict[str, dict]) -> dict:
     n = min([lead_figures.get("n", 0)] + [sum(r["ablation"] == "from_start" for r in table)])
     why = (
         "the routing head differs by seed (head labels are arbitrary at initialisation); every layer-0 head "
-        "costs about as much to remove after the transition, so z is read by the layer as a whole"
+        "costs about as much to remove after the transition, and another layer-0 head routes z when one is removed "
+        "during training, so z is read by the layer as a whole"
     )
+    if verdict == "inconclusive" and delay == "inconclusive":
+        spread = max(r["tau_base"] for r in table) - min(r["tau_base"] for r in table)
+        why += (
+            f"; the rule's Welch interval carries the seeds' own spread of τ ({spread:.0f} steps), which the "
+            "paired per-seed difference does not; more seeds, or new runs under a rule on the paired difference, decide it"
+        )
     return {"verdict": verdict, "seeds": str(n), "ours": ours, "why": why,
             "theirs": "layer 0, head 3 routes z from ~0.5 τ; removing it delays the transition or raises the loss "
             "sharply"}  # fmt: skip

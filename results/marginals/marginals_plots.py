@@ -163,8 +163,10 @@ def plot_group_heatmap(run: dict, out: Path, name: str) -> None:
 
 
 def plot_setup(rows: list[dict], runs: dict[str, dict], out: Path) -> None:
+    # set-up changes of the study's setting; runs trained with a head removed are C5's, not set-ups
     chosen = [r for r in rows if r["direction"] == "bz_to_a" and r["K"] == 10 and r["D"] == 2000 and r["lr"] == 0.001
-              and r["batch"] == 128 and r["schedule"] == "constant" and r["seed"] == 0]  # fmt: skip
+              and r["batch"] == 128 and r["schedule"] == "constant" and r["seed"] == 0
+              and not r["setup"].startswith("ablate_")]  # fmt: skip
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for row in sorted(chosen, key=lambda r: r["setup"]):
         run = runs[row["run"]]
