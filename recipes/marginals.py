@@ -12,6 +12,9 @@ Examples (from the repository root)::
     python recipes/marginals.py --config recipes/configs/marginals.yaml \\
         --task_args '{"direction": "a_to_b", "distinct_first_chars": false}' --measurements group_accuracy \\
         --stop_below_loss 0.05 --output_dir outputs/marginals/a_to_b
+    # the base run trained with layer 0's head 2 zeroed from step 64 on (its output contributes nothing)
+    python recipes/marginals.py --config recipes/configs/marginals.yaml --ablate_heads 0:2 --ablate_from_step 64 \\
+        --output_dir outputs/marginals/ablated
     # the study's optimiser schedule: 500 warm-up steps, cosine decay over max_steps, gradient clipping at 1.0
     python recipes/marginals.py --config recipes/configs/marginals_study_schedule.yaml --output_dir outputs/marginals/cos
 
@@ -86,6 +89,16 @@ class MarginalsArguments:
             "the directions without a τ); unset: no such stop."
         },
     )
+    ablate_heads: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Heads 'layer:head' (0-based) whose output is zeroed during training "
+            "(hf_icot.diagnostics.HeadAblationCallback); none by default."
+        },
+    )
+    ablate_from_step: int = field(
+        default=0, metadata={"help": "The global step from which ablate_heads are zeroed (0: from the start)."}
+    )
     stop_after_tau: float | None = field(
         default=None,
         metadata={
@@ -106,6 +119,13 @@ class MarginalsArguments:
         if self.stop_below_loss is not None and self.stop_below_loss <= 0:
             raise ValueError(
                 f"stop_below_loss={self.stop_below_loss} is not allowed; give a loss > 0 or leave it unset."
+            )
+        from hf_icot.diagnostics.training_ablation import parse_heads
+
+        parse_heads(self.ablate_heads)  # the format here; the range against the model once it is built
+        if self.ablate_from_step < 0 or (self.ablate_from_step and not self.ablate_heads):
+            raise ValueError(
+                f"ablate_from_step={self.ablate_from_step} is not allowed; give a step >= 0, with --ablate_heads."
             )
         if self.stop_after_tau is not None and self.stop_after_tau < 0:
             raise ValueError(
@@ -223,7 +243,7 @@ def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any
     from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq
 
     from datasets_builder import build_dataset
-    from hf_icot.diagnostics import LearningDynamicsCallback
+    from hf_icot.diagnostics import HeadAblationCallback, LearningDynamicsCallback, parse_heads
     from hf_icot.modeling.loading import scratch_config
     from hf_icot.publishing.run_files import TRAINING_LOG_FILE
     from hf_icot.training.checkpoints import CheckpointedTrainer
@@ -252,6 +272,9 @@ def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any
         )
         threshold = args.tau_fraction * math.log(k)
         callbacks = [diagnostics]
+        if args.ablate_heads:  # first, so that a measurement at the removal step already sees it
+            heads = parse_heads(args.ablate_heads)
+            callbacks.insert(0, HeadAblationCallback(model, heads, args.ablate_from_step))
         if args.stop_after_tau is not None and "candidate_loss" in args.measurements:
             callbacks.append(
                 StopAfterTransition(diagnostics, threshold, args.stop_after_tau, 5 * args.diagnostics_interval)

@@ -7,7 +7,8 @@
 * The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.tokenized`):
   :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ),
   :func:`selector_attention`, :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
-  all of them during training through :class:`LearningDynamicsCallback`.
+  all of them during training through :class:`LearningDynamicsCallback`; :class:`HeadAblationCallback` trains with
+  chosen heads removed (:mod:`~hf_icot.diagnostics.training_ablation`).
 * :mod:`~hf_icot.diagnostics.probes` — linear probes of a labelled quantity in each layer's hidden states
   (:func:`linear_probe_accuracy`, :func:`probe_accuracy_map`; :func:`state_probe_map` for a semiautomaton's state).
 """
@@ -25,6 +26,7 @@ from hf_icot.diagnostics.hessian import (
 )
 from hf_icot.diagnostics.learning_dynamics import MEASUREMENTS, LearningDynamicsCallback
 from hf_icot.diagnostics.probes import hidden_states_at, linear_probe_accuracy, probe_accuracy_map, state_probe_map
+from hf_icot.diagnostics.training_ablation import HeadAblationCallback, parse_heads
 from hf_icot.diagnostics.transition import detect_transition
 from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_gap
 
@@ -33,6 +35,7 @@ __all__ = [
     "CandidateLoss",
     "GenerationEvalCallback",
     "GroupAccuracy",
+    "HeadAblationCallback",
     "HessianExtremes",
     "LearningDynamicsCallback",
     "ZShuffleGap",
@@ -49,6 +52,7 @@ __all__ = [
     "hessian_curvature_along",
     "hessian_extremes",
     "linear_probe_accuracy",
+    "parse_heads",
     "probe_accuracy_map",
     "selector_attention",
     "state_probe_map",

@@ -69,6 +69,16 @@ def check_heads(model: torch.nn.Module, heads: Sequence[tuple[int, int]] | None)
     return [(int(layer), int(head)) for layer, head in heads]
 
 
+def zero_heads_in(hidden: torch.Tensor, heads: Sequence[int], n_heads: int) -> torch.Tensor:
+    """A copy of an output projection's input ``(..., n_heads * head_dim)`` with the slices of ``heads`` set to 0:
+    what those heads write is removed exactly, and no gradient flows back through them."""
+    width = hidden.shape[-1] // n_heads
+    hidden = hidden.clone()
+    for head in heads:
+        hidden[..., head * width : (head + 1) * width] = 0
+    return hidden
+
+
 @contextmanager
 def ablate_head(
     model: torch.nn.Module, layer: int, head: int, mode: str = "zero", mean: torch.Tensor | None = None
@@ -89,12 +99,11 @@ def ablate_head(
 
     def replace_slice(module, args):
         (hidden, *rest) = args  # (B, S, n_heads * head_dim)
+        if mode == "zero":
+            return (zero_heads_in(hidden, [head], n_heads), *rest)
         width = hidden.shape[-1] // n_heads
         hidden = hidden.clone()
-        if mode == "zero":
-            hidden[..., head * width : (head + 1) * width] = 0
-        else:
-            hidden[..., head * width : (head + 1) * width] = mean[: hidden.shape[1], head * width : (head + 1) * width]
+        hidden[..., head * width : (head + 1) * width] = mean[: hidden.shape[1], head * width : (head + 1) * width]
         return (hidden, *rest)
 
     handle = attention_output_projections(model)[layer].register_forward_pre_hook(replace_slice)

@@ -12,8 +12,13 @@ n_b, optimiser and its schedule, seed, set-up) is read from its records, never f
 * ``points.csv`` / ``.md`` — one row per sweep point: its seeds and each figure's mean ± 95% t-interval and range;
 * ``tau_fit.csv`` / ``.md`` — τ ∝ D^δ over every run of the D sweep with a bootstrap interval over the runs;
 * ``schedules.csv`` / ``.md`` — τ under the constant lr and the study's warm-up + cosine + clipping;
-* the plots (``marginals_plots``) and, with ``--ledger``, the verdict columns of ``claims.csv`` for C1-C4 and C7
-  (``marginals_claims``; the claims and rules stay as committed).
+* ``c5_routing.csv`` / ``.md`` — per run, the layer-0 head that routes z first, its onset / τ, the earliest head of
+  any layer, and the routing head's zero-ablation cost after the transition (``marginals_mechanism``);
+* ``c5_ablation.csv`` / ``.md`` — per run trained with a head zeroed: the head, from which step, τ with and without;
+* ``c8_collective.csv`` / ``.md`` — per run, the share of measured bases at 80% accuracy at τ/2, τ and 1.5 τ;
+* ``hessian.csv`` / ``.md`` — every Hessian measurement (top, bottom eigenvalue, escape curvature) against τ;
+* the plots (``marginals_plots``) and, with ``--ledger``, the verdict columns of ``claims.csv`` for C1-C8
+  (``marginals_claims``, ``marginals_mechanism``; the claims and rules stay as committed).
 """
 
 from __future__ import annotations
@@ -22,17 +27,29 @@ import argparse
 from pathlib import Path
 
 from marginals_claims import c1_plateau, c2_tau_flat_in_k, c3_exponent, c4_noise, c7_direction, schedules, select
+from marginals_mechanism import (
+    ablation_table,
+    c5_claim,
+    c6_claim,
+    c8_claim,
+    collective_table,
+    hessian_table,
+    routing_table,
+)
 from marginals_plots import (
+    plot_collective,
     plot_direction,
     plot_dz_attention,
     plot_group_heatmap,
     plot_hessian,
     plot_loss_curves,
     plot_noise,
+    plot_routing,
     plot_schedules,
     plot_setup,
     plot_tau_vs_d,
     plot_tau_vs_k,
+    plot_training_ablation,
 )
 from marginals_runs import load_run, point_cells, points, summarise
 
@@ -45,15 +62,22 @@ POINT_FIGURES = ("tau", "plateau_candidate_over_log_k", "plateau_candidate_minus
                  "bases_at_80pct_tau")  # fmt: skip
 
 
-def verdicts(rows: list[dict]) -> tuple[dict[str, dict], dict | None]:
-    """The ledger's result columns of C1-C4 and C7 (pending ones left out), and the D^δ fit."""
+def mechanism_tables(rows: list[dict], runs: dict[str, dict]) -> dict[str, list[dict]]:
+    """The tables of C5, C6 and C8 (``marginals_mechanism``), by the name they are written under."""
+    return {"c5_routing": routing_table(rows, runs), "c5_ablation": ablation_table(rows, runs),
+            "c8_collective": collective_table(rows, runs), "hessian": hessian_table(rows, runs)}  # fmt: skip
+
+
+def verdicts(rows: list[dict], runs: dict[str, dict], tables: dict) -> tuple[dict[str, dict], dict | None]:
+    """The ledger's result columns of every claim (pending ones left out), and the D^δ fit."""
     c3, fit = c3_exponent(rows)
     results = {"C1": c1_plateau(rows), "C2": c2_tau_flat_in_k(rows), "C3": c3, "C4": c4_noise(rows),
-               "C7": c7_direction(rows)}  # fmt: skip
+               "C5": c5_claim(rows, runs), "C6": c6_claim(tables["hessian"]), "C7": c7_direction(rows),
+               "C8": c8_claim(tables["c8_collective"])}  # fmt: skip
     return {claim: result for claim, result in results.items() if result.get("verdict") != "pending"}, fit
 
 
-def plots(rows: list[dict], runs: dict[str, dict], fit: dict | None, out: Path) -> None:
+def plots(rows: list[dict], runs: dict[str, dict], fit: dict | None, tables: dict, out: Path) -> None:
     plot_tau_vs_d(rows, fit, out)
     plot_tau_vs_k(rows, out)
     plot_noise(rows, out)
@@ -70,9 +94,14 @@ def plots(rows: list[dict], runs: dict[str, dict], fit: dict | None, out: Path) 
         plot_dz_attention(run, out, "dz_attention.png")
         if run["groups"]:
             plot_group_heatmap(run, out, "group_heatmap.png")
-        if run["hessian"]:
-            plot_hessian(run, out)
-            write_table([{k: round(v, 5) for k, v in r.items()} for r in run["hessian"]], out, "hessian")
+    if tables["c5_routing"]:
+        plot_routing(rows, runs, tables["c5_routing"], out)
+    if tables["c5_ablation"]:
+        plot_training_ablation(runs, tables["c5_ablation"], out)
+    if tables["c8_collective"]:
+        plot_collective(rows, runs, tables["c8_collective"], out)
+    if tables["hessian"]:
+        plot_hessian(tables["hessian"], out)
     largest = sorted(select(rows, K=10), key=lambda r: (-r["D"], r["seed"]))
     if largest and largest[0]["D"] != 2000:  # the longest plateau, the study's own size where the sweep reaches it
         run = runs[largest[0]["run"]]
@@ -98,13 +127,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = [summarise(run) for run in runs.values()]
     write_table(rows, out, "runs")
     write_table(point_cells(points(rows, POINT_FIGURES)), out, "points")
-    results, fit = verdicts(rows)
+    tables = mechanism_tables(rows, runs)
+    for name, table in tables.items():
+        if table:
+            write_table(table, out, name)
+    results, fit = verdicts(rows, runs, tables)
     if fit:
         write_table([fit], out, "tau_fit")
     compared = schedules(rows)
     if compared:
         write_table(compared, out, "schedules")
-    plots(rows, runs, fit, out)
+    plots(rows, runs, fit, tables, out)
     if args.ledger:
         update_ledger(args.ledger, results)
     return rows

@@ -49,6 +49,7 @@ def load_run(folder: Path) -> dict:
     run["direction"] = run["task"].get("direction", "bz_to_a")
     # the first round's runs (before run.json recorded it) all ran marginals.yaml: constant lr, no clipping
     run["schedule_name"] = (run.get("schedule") or {}).get("lr_scheduler_type", "constant")
+    run["arguments"] = run.get("diagnostics") or {}  # the recipe's own arguments (run.json "diagnostics")
     run["diagnostics"] = _read_csv(folder / "diagnostics.csv")
     run["groups"] = _read_csv(folder / "group_accuracy.csv")
     run["hessian"] = _read_csv(folder / "hessian.csv")
@@ -111,25 +112,41 @@ def switch_steps(run: dict, threshold: float = 0.8) -> np.ndarray:
     return np.array(switches)
 
 
-def switched_shares(run: dict, tau: float | None, threshold: float = 0.8) -> dict:
-    """C8's reading in the study's terms: the share of measured bases at >= ``threshold`` accuracy at the last
-    measurement at or before τ/2 and at the first at or after τ."""
+def share_switched_at(run: dict, step: float, threshold: float = 0.8) -> float | None:
+    """The share of measured bases whose accuracy, interpolated linearly between the measurements around ``step``,
+    is >= ``threshold`` there; None without per-base records or when ``step`` lies past the last measurement."""
     rows = run["groups"]
-    shares = {"bases_at_80pct_half_tau": "", "bases_at_80pct_tau": ""}
-    if not rows or not tau:
-        return shares
+    if not rows or step > rows[-1]["step"]:
+        return None
+    steps = np.array([r["step"] for r in rows])
     groups = [c for c in rows[0] if c != "step"]
-    half = [r for r in rows if r["step"] <= tau / 2]
-    after = [r for r in rows if r["step"] >= tau]
-    for key, picked in (("bases_at_80pct_half_tau", half[-1:]), ("bases_at_80pct_tau", after[:1])):
-        if picked:
-            shares[key] = round(sum(picked[0][g] >= threshold for g in groups) / len(groups), 2)
+    accuracy = [np.interp(step, steps, [r[g] for r in rows]) for g in groups]
+    return float(np.mean(np.array(accuracy) >= threshold - 1e-9))
+
+
+def switched_shares(run: dict, tau: float | None, threshold: float = 0.8) -> dict:
+    """C8's reading in the study's terms: the share of measured bases at >= ``threshold`` accuracy at τ/2 and at τ
+    (each base's accuracy interpolated between the measurements around those steps)."""
+    shares = {"bases_at_80pct_half_tau": "", "bases_at_80pct_tau": ""}
+    if not tau:
+        return shares
+    for key, step in (("bases_at_80pct_half_tau", tau / 2), ("bases_at_80pct_tau", tau)):
+        share = share_switched_at(run, step, threshold)
+        shares[key] = round(share, 2) if share is not None else ""
     return shares
 
 
+def removed_heads(run: dict) -> tuple[list[str], int]:
+    """The heads trained zeroed (``["l0h2"]``; none for most runs) and the step from which."""
+    arguments = run.get("arguments", {})
+    heads = ["l{}h{}".format(*spec.split(":")) for spec in arguments.get("ablate_heads") or []]
+    return heads, int(arguments.get("ablate_from_step") or 0)
+
+
 def variant(run: dict) -> str:
-    """``study`` or the study settings this run changes (``gpt2_init``, ``dropout``, ``free_first_chars``); the
-    free first characters of a_to_b's questions are the study's own choice there, not a change."""
+    """``study`` or the study settings this run changes (``gpt2_init``, ``dropout``, ``free_first_chars``,
+    ``ablate_<heads>_from<step>`` for heads zeroed during training); the free first characters of a_to_b's questions
+    are the study's own choice there, not a change."""
     model = run.get("model", {})
     changed = []
     if model.get("initializer_range", 0.0707) != 0.0707 or model.get("tie_word_embeddings", False):
@@ -138,6 +155,9 @@ def variant(run: dict) -> str:
         changed.append("dropout")
     if not run["task"].get("distinct_first_chars", True) and run["direction"] == "bz_to_a":
         changed.append("free_first_chars")
+    heads, start = removed_heads(run)
+    if heads:
+        changed.append(f"ablate_{'+'.join(heads)}_from{start}")
     return "+".join(changed) or "study"
 
 

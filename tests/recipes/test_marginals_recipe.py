@@ -69,6 +69,16 @@ def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
     assert model.config.n_layer == 2 and model.config.resid_pdrop == 0.0
 
 
+def test_a_head_removed_during_training_is_recorded_and_costs_nothing_in_the_final_model(tmp_path: Path) -> None:
+    record = _recipe().main(*_parse(_args(tmp_path, "--ablate_heads", "1:1", "--ablate_from_step", "3")))
+    assert (record["diagnostics"]["ablate_heads"], record["diagnostics"]["ablate_from_step"]) == (["1:1"], 3)
+    zero = json.loads((tmp_path / "run" / "ablation.json").read_text())["zero"]
+    assert zero[1][1] == pytest.approx(0.0, abs=1e-12), "the saved model no longer reads head (1, 1)"
+    assert abs(zero[1][0]) > 1e-9
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "run")
+    assert (model.transformer.h[1].attn.c_proj.weight[16:] == 0).all()
+
+
 def test_stop_after_transition_stops_the_fraction_of_tau_after_it() -> None:
     stop = _recipe().StopAfterTransition
     diagnostics = SimpleNamespace(
@@ -133,6 +143,10 @@ def test_the_study_schedule_config_is_the_same_setting_with_warm_up_cosine_and_c
         (["--hessian_interval", "-2"], r"^hessian_interval=-2 is not allowed"),
         (["--measurements", "loss"], r"^measurement 'loss' is unknown; allowed: z_shuffle_gap"),
         (["--task_args", '{"k": 40}'], r"^k=40 targets cannot start with distinct characters"),
+        (["--ablate_heads", "2:0"], r"^head \(layer=2, head=0\) is outside the model; it has layers 0\.\.1 and heads "
+                                    r"0\.\.1\.$"),
+        (["--ablate_heads", "0,1"], r"^head '0,1' is not 'layer:head'"),
+        (["--ablate_from_step", "5"], r"^ablate_from_step=5 is not allowed; give a step >= 0, with --ablate_heads\.$"),
     ],
 )
 def test_bad_input_is_one_sentence_before_training(tmp_path: Path, flags: list[str], message: str) -> None:

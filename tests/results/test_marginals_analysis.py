@@ -23,11 +23,14 @@ def _hessian_script():
 
 
 def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: float, lr=0.001, batch=128, seed=0,
-               direction="bz_to_a", schedule="constant", learned: float | None = None) -> None:  # fmt: skip
+               direction="bz_to_a", schedule="constant", learned: float | None = None, removed: str = "",
+               removed_from: int = 0, hessian: bool = False) -> None:  # fmt: skip
     """A run folder in the recipe's format, designed so that every figure is known: the candidate loss sits at
     log K, falls linearly from 0.8 τ to 0 at 1.2 τ (so it crosses 0.5 log K at τ exactly, between measurements
     every τ/20, and goes from 0.9 to 0.1 log K in 0.32 τ); Δz and layer-0 head 1's selector attention switch on at
-    τ/2; every base switches at τ; the training loss decays exponentially through 0.05 at ``learned``."""
+    τ/2; every base switches at τ; the training loss decays exponentially through 0.05 at ``learned``. ``removed``
+    ("0:1") trains that head zeroed from ``removed_from``; ``hessian`` adds a Hessian 2,000x flatter along the escape
+    direction than the top eigenvalue, with a negative bottom eigenvalue, at 0.25, 0.5 and 1.0 τ."""
     folder = root / name
     folder.mkdir(parents=True)
     log_k, interval = math.log(k), tau / 20
@@ -37,7 +40,14 @@ def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: float, lr=0.001,
               "n_bases": n_b, "dataset_size": k * n_b, "log_k": log_k, "tau": None, "tau_fraction": 0.5,
               "learning_rate": lr, "batch_size": batch, "seed": seed, "max_steps": steps[-1],
               "schedule": {"lr_scheduler_type": schedule}}  # fmt: skip
+    if removed:
+        record["diagnostics"] = {"ablate_heads": [removed], "ablate_from_step": removed_from}
     (folder / "run.json").write_text(json.dumps(record))
+    if hessian:
+        with open(folder / "hessian.csv", "w", newline="") as stream:
+            writer = csv.writer(stream)
+            writer.writerow(["step", "fraction_of_tau", "top", "bottom", "escape_curvature", "top_over_escape"])
+            writer.writerows([f * tau, f, 10.0, -1.0, -0.005, 2000.0] for f in (0.25, 0.5, 1.0))
     with open(folder / "diagnostics.csv", "w", newline="") as stream:
         writer = csv.writer(stream)
         if direction == "a_to_b":
@@ -67,7 +77,15 @@ def runs(tmp_path: Path) -> Path:
     root = tmp_path / "runs"
     for seed in (0, 1, 2):
         for n_b in (100, 200, 400, 800):
-            _write_run(root, f"d{n_b}_s{seed}", k=10, n_b=n_b, tau=_tau(10 * n_b, seed), seed=seed)
+            _write_run(
+                root,
+                f"d{n_b}_s{seed}",
+                k=10,
+                n_b=n_b,
+                tau=_tau(10 * n_b, seed),
+                seed=seed,
+                hessian=n_b == 200 and seed < 2,
+            )  # C6 on two seeds of the base point
         base = _tau(2000, seed)
         for k, n_b in ((5, 400), (20, 100)):  # τ flat in K at fixed D
             _write_run(root, f"k{k}_s{seed}", k=k, n_b=n_b, tau=base, seed=seed)
@@ -78,6 +96,12 @@ def runs(tmp_path: Path) -> Path:
         _write_run(root, f"cos_s{seed}", k=10, n_b=200, tau=1.3 * base, seed=seed, schedule="cosine")
         # A -> B learns twice as slowly as (B, z) -> A at the same seed (whose loss reaches 0.05 at 1.5 τ)
         _write_run(root, f"ab_s{seed}", k=10, n_b=200, tau=base, seed=seed, direction="a_to_b", learned=3 * base)
+        # C5: the routing head (l0h1, onset τ/2) zeroed from the start delays τ by half, from 0.25 τ by a fifth;
+        # the control head (l0h0) not at all
+        _write_run(root, f"c5_start_s{seed}", k=10, n_b=200, tau=1.5 * base, seed=seed, removed="0:1")
+        _write_run(root, f"c5_quarter_s{seed}", k=10, n_b=200, tau=1.2 * base, seed=seed, removed="0:1",
+                   removed_from=round(0.25 * base))  # fmt: skip
+        _write_run(root, f"c5_control_s{seed}", k=10, n_b=200, tau=base, seed=seed, removed="0:0")
     return root
 
 
@@ -124,8 +148,44 @@ def test_tables_plots_and_verdicts_from_the_designed_fixture(runs: Path, tmp_pat
     committed = {row["id"]: row for row in csv.DictReader((REPO / "results/marginals/claims.csv").open())}
     assert all(verdicts[c]["rule"] == committed[c]["rule"] for c in committed), "the rules stay as committed"
     for name in ("runs.md", "points.md", "loss_curves.png", "dz_attention.png", "tau_vs_d.png", "tau_vs_k.png",
-                 "tau_vs_noise.png", "group_heatmap.png", "direction.png", "schedules.png"):  # fmt: skip
+                 "tau_vs_noise.png", "group_heatmap.png", "direction.png", "schedules.png", "c5_routing.png",
+                 "c5_ablation.png", "c8_collective.png", "hessian.png"):  # fmt: skip
         assert (out / name).stat().st_size > 0, name
+
+
+def test_the_mechanism_tables_and_verdicts_from_the_designed_fixture(runs: Path, tmp_path: Path) -> None:
+    out, ledger = tmp_path / "out", tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/marginals/claims.csv").read_text())
+    rows = _analysis().main(["--runs", str(runs), "--out", str(out), "--ledger", str(ledger)])
+    assert {r["setup"] for r in rows if r["run"].startswith("c5_")} == {"ablate_l0h1_from0", "ablate_l0h0_from0",
+                                                                       *{f"ablate_l0h1_from{round(0.25 * _tau(2000, s))}"
+                                                                         for s in (0, 1, 2)}}  # fmt: skip
+
+    def table(name: str) -> list[dict]:
+        with open(out / f"{name}.csv") as stream:
+            return list(csv.DictReader(stream))
+
+    routing = {r["run"]: r for r in table("c5_routing")}
+    assert not any(name.startswith("c5_") for name in routing), "runs with a head removed are not read for routing"
+    assert (routing["d200_s1"]["routing_head"], float(routing["d200_s1"]["onset_over_tau"])) == ("l0h1", 0.5)
+    assert routing["d200_s1"]["routing_head_ablation_rank"] == "1"
+    ablation = {(r["ablation"], r["seed"]): r for r in table("c5_ablation")}
+    assert len(ablation) == 9 and ablation[("from_start", "2")]["head"] == "l0h1"
+    assert float(ablation[("from_start", "1")]["delta_over_tau_base"]) == pytest.approx(0.5, abs=0.01)
+    assert float(ablation[("from_quarter_tau", "0")]["from_over_tau_base"]) == pytest.approx(0.25, abs=0.01)
+    assert ablation[("control_from_start", "0")]["head"] == "l0h0"
+    assert float(ablation[("control_from_start", "0")]["delta"]) == pytest.approx(0, abs=1)
+    collective = {r["run"]: r for r in table("c8_collective")}
+    assert (collective["d200_s2"]["at_80pct_half_tau"], collective["d200_s2"]["at_80pct_tau"]) == ("0.0", "1.0")
+    hessian = table("hessian")
+    assert [r["on_plateau"] for r in hessian] == ["True", "True", "False"] * 2, "the loss leaves log K at 0.8 τ"
+
+    verdicts = {row["id"]: row for row in csv.DictReader(ledger.open())}
+    assert {claim: verdicts[claim]["verdict"] for claim in ("C5", "C6", "C8")} == {"C5": "agree", "C6": "agree",
+                                                                                  "C8": "agree"}  # fmt: skip
+    assert "(a) lead: agree" in verdicts["C5"]["ours"] and "(b) delay: agree" in verdicts["C5"]["ours"]
+    assert "bottom eigenvalue negative at 4/4 plateau points" in verdicts["C6"]["ours"]
+    assert verdicts["C6"]["seeds"] == "2" and "2,000-2,000x" in verdicts["C6"]["ours"]
 
 
 def test_no_run_folders_is_one_sentence(tmp_path: Path) -> None:
