@@ -9,9 +9,10 @@ Run from the repository root, on a machine nothing else is loading::
 
 Each form is ``python recipes/icot_gpt2.py --config CONFIG`` (as fast as the README's ``accelerate launch`` form,
 ``bench/bench_entry_points.py``) in its own output folder, run to the end: data built, trained, evaluated, saved,
-carded. ``old`` is the config as shipped (batch 64, learning rate 1e-3); ``new`` is the same config with the ``--new``
-flags, by default batch 256 at learning rate 2e-3 (the square-root rule): the curriculum is in epochs, so the pace in
-questions stays and the optimizer steps are 4x fewer. ``--questions N`` stops each form after N training questions
+carded. ``new`` is the config as shipped; ``old`` is the same config with the ``--old`` flags, by default the
+settings it shipped with until 2026-12-02: GPT-2's dropout of 0.1, 38,400 training questions per epoch (600 steps per
+CoT token) and 8 epochs, where the shipped config has no dropout, 19,200 questions per epoch (300 steps per token)
+and 6 epochs. ``--questions N`` stops each form after N training questions
 (``--max_steps`` N / its batch): a speed comparison without the end of the curriculum, whose accuracies mean little.
 ``--both FLAGS`` go to both forms (e.g. ``--both "--max_eval_examples 100"``); ``--threads N`` sets
 ``OMP_NUM_THREADS`` for both. Printed per form: the wall time of the whole process, the training time, steps and
@@ -34,7 +35,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = "recipes/icot_gpt2.py"
-NEW = "--per_device_train_batch_size 256 --learning_rate 2e-3"
+#: The quickstart's settings before 2026-12-02, as flags over the shipped config (mappings update key by key).
+OLD = (
+    """--scratch_model '{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}'"""
+    """ --task_args '{"train_size": 38400}' --num_train_epochs 8"""
+)
 #: --tiny: a few steps on a few examples, so that the bench itself is checked in seconds (its figures mean nothing).
 TINY_ARGS = ["--task_args", '{"train_size": 512, "validation_size": 8, "test_size": 8}']
 TINY_ARGS += ["--per_device_eval_batch_size", "8"]
@@ -47,9 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     parser.add_argument(
-        "--config", default="recipes/configs/quickstart.yaml", help="the recipe config (old: as it is)"
+        "--config", default="recipes/configs/quickstart.yaml", help="the recipe config (new: as it is)"
     )
-    parser.add_argument("--new", default=NEW, help="recipe flags that turn the config into the new settings")
+    parser.add_argument("--old", default=OLD, help="recipe flags that turn the config into the old settings")
     parser.add_argument("--both", default="", help="recipe flags for both forms, e.g. '--max_eval_examples 100'")
     parser.add_argument("--questions", type=int, default=None, help="stop each form after this many questions")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of both runs (None: as set)")
@@ -69,12 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]]:
-    """The command line of each form: the same config, the new one with the ``--new`` flags after it."""
-    common = [sys.executable, RECIPE, "--config", args.config, "--overwrite_output_dir", "--disable_tqdm", "true"]
-    if args.tiny:
-        common += [*TINY_ARGS, "--max_steps", str(TINY_STEPS)]
-    common += shlex.split(args.both)
-    forms = {"old": [], "new": shlex.split(args.new)}
+    """The command line of each form: the same config, the old one with the ``--old`` flags after it (then --tiny's
+    and --both's flags, which win)."""
+    after = [*TINY_ARGS, "--max_steps", str(TINY_STEPS)] if args.tiny else []
+    after += shlex.split(args.both)
+    forms = {"old": shlex.split(args.old), "new": []}
     if args.questions is not None:
         shipped = yaml.safe_load((REPO / args.config).read_text())["per_device_train_batch_size"]
         for flags in forms.values():
@@ -84,7 +88,10 @@ def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]
                 else shipped
             )
             flags += ["--max_steps", str(max(args.questions // batch, 1))]
-    return {form: [*common, *flags, "--output_dir", str(output_root / form)] for form, flags in forms.items()}
+    common = [sys.executable, RECIPE, "--config", args.config, "--overwrite_output_dir", "--disable_tqdm", "true"]
+    return {
+        form: [*common, *flags, *after, "--output_dir", str(output_root / form)] for form, flags in forms.items()
+    }
 
 
 def run_form(form: str, command: list[str], log_path: Path, threads: int | None) -> dict[str, float]:

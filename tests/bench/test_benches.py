@@ -139,7 +139,7 @@ def test_bench_quickstart_runs_old_and_new_to_the_end_and_prints_times_accuracie
     for form, (wall_s, train_s, steps, steps_per_s, *accuracies) in rows.items():
         assert steps == 2 and wall_s > train_s > 0 and steps_per_s > 0 and all(0 <= a <= 1 for a in accuracies), form
         assert (tmp_path / form / "eval_results.json").is_file(), "each form ran the recipe to the end"
-    assert "--per_device_train_batch_size 256 --learning_rate 2e-3" in out, "the new form's flags are printed"
+    assert '--task_args {"train_size": 38400} --num_train_epochs 8' in out, "the old form's flags are printed"
     ratios = re.search(rf"^old / new: wall time ({NUMBER})x, training time ({NUMBER})x$", out, re.M)
     assert ratios and number(ratios.group(1)) > 0 and number(ratios.group(2)) > 0
 

@@ -16,33 +16,21 @@ from tests.recipes.conftest import REPO, load_recipe, run_recipe
 QUICKSTART = REPO / "recipes" / "configs" / "quickstart.yaml"
 
 
-def test_quickstart_schedule_full_cot_until_1800_then_one_token_every_600_and_none_from_3000() -> None:
+def test_quickstart_schedule_full_cot_until_900_then_one_token_every_300_and_none_from_1500() -> None:
     _, args, _ = load_recipe().parse_args(["--config", str(QUICKSTART)])
     schedule = schedule_from_config(args)
-    # 38,400 questions / batch 64 = 600 steps per epoch; the parity CoT is 3 tokens (k = 4 secret bits).
-    schedule.bind(steps_per_epoch=600, max_cot_tokens=3)
-    removed = {
-        step: schedule.removed_count(step) for step in (0, 1199, 1200, 1799, 1800, 2399, 2400, 2999, 3000, 4799)
-    }
-    assert removed == {
-        0: 0,
-        1199: 0,
-        1200: 0,
-        1799: 0,
-        1800: 1,
-        2399: 1,
-        2400: 2,
-        2999: 2,
-        3000: math.inf,
-        4799: math.inf,
-    }
-    assert [step for step in range(4800) if schedule.resets_optimizer_at(step)] == [1800, 2400, 3000]
-    stages = [(stage["start_step"], stage["end_step"]) for stage in schedule.describe(4800)]
-    assert stages == [(0, 1800), (1800, 2400), (2400, 3000), (3000, 4800)]
-    assert schedule.layout.keeps_positions and args.num_train_epochs * 600 == 4800
+    # 19,200 questions / batch 64 = 300 steps per epoch; the parity CoT is 3 tokens (k = 4 secret bits).
+    assert args.per_device_train_batch_size == 64 and args.num_train_epochs == 6
+    schedule.bind(steps_per_epoch=300, max_cot_tokens=3)
+    removed = {step: schedule.removed_count(step) for step in (0, 599, 600, 899, 900, 1199, 1200, 1499, 1500, 1799)}
+    assert removed == {0: 0, 599: 0, 600: 0, 899: 0, 900: 1, 1199: 1, 1200: 2, 1499: 2, 1500: math.inf, 1799: math.inf}
+    assert [step for step in range(1800) if schedule.resets_optimizer_at(step)] == [900, 1200, 1500]
+    stages = [(stage["start_step"], stage["end_step"]) for stage in schedule.describe(1800)]
+    assert stages == [(0, 900), (900, 1200), (1200, 1500), (1500, 1800)]
+    assert schedule.layout.keeps_positions
     # The config's own comment says the same.
     text = QUICKSTART.read_text()
-    assert "1,800" in text and "3,000" in text and "4,800" in text
+    assert "step 900" in text and "1,500" in text and "1,800 steps" in text
 
 
 def test_quickstart_path_runs_through_the_recipe(tmp_path: Path) -> None:
@@ -56,6 +44,7 @@ def test_quickstart_path_runs_through_the_recipe(tmp_path: Path) -> None:
     model = AutoModelForCausalLM.from_pretrained(output)
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert model.config.model_type == "gpt2" and (model.config.n_layer, model.config.n_embd) == (4, 64)
+    assert model.config.resid_pdrop == model.config.embd_pdrop == model.config.attn_pdrop == 0.0, "no dropout"
     assert model.get_input_embeddings().weight.shape[0] == len(tokenizer) < 40  # word level: bits, counts, specials
     assert set(metrics) >= {"validation/implicit/answer_em", "test/implicit/answer_em", "test/explicit/cot_em"}
     card = ModelCard.load(output / "README.md")
