@@ -138,15 +138,11 @@ def plateau_before_onset(steps, values, onset: float | None) -> float | None:
     return sum(before) / len(before) if before else float(values[0])
 
 
-def plateau_window(steps, values, tau: float | None, window: tuple[float, float] = (0.25, 0.75)) -> float | None:
-    """Our plateau (results/marginals C1): the median of ``values`` over ``window`` · τ."""
-    if not tau:
-        return None
-    inside = sorted(v for s, v in zip(steps, values) if window[0] * tau <= s <= window[1] * tau)
-    if not inside:
-        return None
-    middle = len(inside) // 2
-    return inside[middle] if len(inside) % 2 else (inside[middle - 1] + inside[middle]) / 2
+def plateau_window(steps, values, tau: float | None) -> float | None:
+    """Our plateau (results/marginals C1, ``marginals_runs.plateau_median``): the median over 0.25-0.75 τ."""
+    from marginals_runs import plateau_median
+
+    return plateau_median(steps, values, tau) if tau else None
 
 
 def weight_scales(parameters: dict[str, list[float]], kinds: dict[str, tuple[str, ...]]) -> dict[str, float]:

@@ -165,6 +165,13 @@ def _round(value: float | None, digits: int = 3):
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), digits)
 
 
+def plateau_median(steps, values, tau: float) -> float | None:
+    """C1's plateau level: the median of ``values`` over the measurements in ``PLATEAU_WINDOW`` · τ (None if none)."""
+    steps, values = np.asarray(steps), np.asarray(values)
+    window = values[(steps >= PLATEAU_WINDOW[0] * tau) & (steps <= PLATEAU_WINDOW[1] * tau)]
+    return float(np.median(window)) if len(window) else None
+
+
 def candidate_figures(run: dict) -> dict:
     """τ interpolated, the plateau's candidate loss against log K, and the width of the drop (C1)."""
     log_k = run["log_k"]
@@ -179,9 +186,8 @@ def candidate_figures(run: dict) -> dict:
     if not tau or tau[0] <= 0:
         return figures
     t = tau[0]
-    window = cand[(steps >= PLATEAU_WINDOW[0] * t) & (steps <= PLATEAU_WINDOW[1] * t)]
-    if len(window):
-        level = float(np.median(window))
+    level = plateau_median(steps, cand, t)
+    if level is not None:
         figures.update(
             plateau_candidate_over_log_k=_round(level / log_k), plateau_candidate_minus_log_k=_round(level - log_k)
         )
@@ -205,8 +211,8 @@ def summarise(run: dict) -> dict:
     row.update(candidate_figures(run))
     tau = row["tau"] or None
     steps, first = series(run, "first_token_loss_clean")
-    plateau = first[(steps >= PLATEAU_WINDOW[0] * tau) & (steps <= PLATEAU_WINDOW[1] * tau)] if tau else []
-    row["plateau_first_token_loss"] = _round(np.median(plateau)) if len(plateau) else ""
+    plateau = plateau_median(steps, first, tau) if tau else None
+    row["plateau_first_token_loss"] = _round(plateau) if plateau is not None else ""
     dz_steps, dz = series(run, "z_shuffle_gap")
     dz_on = dz_steps[dz > DZ_ONSET_FRACTION * log_k]
     row["dz_onset_over_tau"] = _round(dz_on[0] / tau, 2) if len(dz_on) and tau else ""
