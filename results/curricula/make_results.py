@@ -51,6 +51,7 @@ LABELS = {  # curriculum name (runs.yaml) -> what the table calls it; stepwise<P
     "e2e": "end to end (no CoT ever)",
 }
 NAME = re.compile(r"^(?P<task>[a-z0-9]+)_(?P<curriculum>.+)_s(?P<seed>\d+)$")
+PACE = re.compile(r"^stepwise(?P<steps>\d+)(?:_(?P<variant>.+))?$")
 
 
 def load_runs(folder: Path) -> list[dict]:
@@ -87,8 +88,12 @@ def mode(run: dict) -> str:
 
 
 def label(curriculum: str) -> str:
-    if curriculum.startswith("stepwise"):
-        return f"stepwise, fixed pace of {int(curriculum[len('stepwise'):])} steps / token"
+    """What the table calls a curriculum: ``stepwise<P>[_<variant>]`` is a fixed pace of P steps per token (the
+    variant, e.g. ``nodropout`` in results/mult_cpu/, in parentheses)."""
+    pace = PACE.match(curriculum)
+    if pace:
+        variant = f" ({pace['variant']})" if pace["variant"] else ""
+        return f"stepwise, fixed pace of {int(pace['steps'])} steps / token{variant}"
     return LABELS.get(curriculum, curriculum)
 
 
