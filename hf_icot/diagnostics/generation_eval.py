@@ -33,10 +33,13 @@ class GenerationEvalCallback(TrainerCallback):
         examples: how many evaluation examples (the first ones) to generate for; None: all.
         stop_at: stop training once ``stop_mode``'s answer exact match is >= this, in (0, 1]; None: never.
         stop_mode: the mode ``stop_at`` reads; must be one of ``modes``.
+        split: with several evaluation sets (``eval_dataset`` a mapping of splits), the name of the one measured;
+            None when there is a single set.
 
     Raises:
         ValueError: ``every`` < 1, no modes or an unknown one, ``examples`` < 1, ``stop_at`` outside (0, 1],
-            ``stop_mode`` not among ``modes``, or a trainer without a single evaluation set.
+            ``stop_mode`` not among ``modes``, a trainer without an evaluation set, or several sets and ``split``
+            not naming one of them.
     """
 
     def __init__(
@@ -47,6 +50,7 @@ class GenerationEvalCallback(TrainerCallback):
         examples: int | None = None,
         stop_at: float | None = None,
         stop_mode: str = "implicit",
+        split: str | None = None,
     ) -> None:
         from hf_icot.evaluation.prompts import parse_mode  # the evaluation module owns the mode names
 
@@ -64,11 +68,15 @@ class GenerationEvalCallback(TrainerCallback):
             raise ValueError(
                 f"stop_mode {stop_mode!r} is not among the evaluated modes {list(modes)}; add it or pick one of them."
             )
-        split = trainer.eval_dataset
-        if split is None or isinstance(split, dict):
+        sets = trainer.eval_dataset
+        if sets is None:
+            raise ValueError("generation evaluation during training needs the trainer's eval_dataset; give one.")
+        if isinstance(sets, dict) and split not in sets:
+            named = f"generation_eval_split {split!r} is not" if split is not None else "no generation_eval_split is"
             raise ValueError(
-                "generation evaluation during training needs the trainer's eval_dataset to be one split; give one."
+                f"{named} one of the evaluation splits; name the one to measure during training: {', '.join(sets)}."
             )
+        split = sets[split] if isinstance(sets, dict) else sets
         self.trainer, self.every, self.modes = trainer, every, list(modes)
         self.split = split.select(range(min(len(split), examples))) if examples is not None else split
         self.stop_at, self.stop_mode = stop_at, stop_mode

@@ -1,7 +1,8 @@
 """Running a sweep: what is missing, N runs at a time, each run's record kept (and committed) as it lands.
 
 :func:`run_sweep` skips every recorded run, records a run whose folder already finished (one a cluster job ran, say)
-without training it again, resumes a run stopped after a checkpoint (the sweep's ``resume_args``) and restarts one
+without training it again — unless the harness started that folder under another definition of the run (the
+``.sweep-definition`` it writes into every folder it starts says which): then the run starts over —, resumes a run stopped after a checkpoint (the sweep's ``resume_args``) and restarts one
 stopped before any (``restart_args``), and runs the rest ``jobs`` at a time. A run that fails is recorded as failed
 with its exit status and the last lines of its log, is not tried again unless asked (``retry_failed``), and the sweep
 goes on with the others. A run that exits with :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS` (it saved a checkpoint on a
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_icot.errors import PREEMPTED_EXIT_STATUS
-from hf_icot.studies.sweep import RECORD_FILE, Run, Sweep, SweepError
+from hf_icot.studies.sweep import DEFINITION_MARKER, RECORD_FILE, Run, Sweep, SweepError
 
 LOG_TAIL_LINES = 20
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -109,7 +110,7 @@ class SweepRunner:
 
     def pending(self, runs: Sequence[Run]) -> list[Run]:
         """The runs that still need work: not recorded (failed ones only when retrying)."""
-        wanted = ("finished", "started", "missing", *(("failed",) if self.retry_failed else ()))
+        wanted = ("finished", "stale", "started", "missing", *(("failed",) if self.retry_failed else ()))
         return [run for run in runs if run.state() in wanted]
 
     def run(self, runs: Sequence[Run]) -> dict[str, str]:
@@ -134,6 +135,8 @@ class SweepRunner:
         return env
 
     def _command(self, run: Run) -> list[str]:
+        if run.state() == "stale":  # finished under another definition: its checkpoints are not this run's either
+            return [*run.command, *run.restart_args]
         if run.state() == "started":
             from hf_icot.training.run_folder import last_complete_checkpoint
 
@@ -145,7 +148,8 @@ class SweepRunner:
         if run.state() == "finished":  # its folder finished outside the harness (a cluster job): record it only
             return self._record(run, {"status": "ok", "exit_code": 0, "wall_s": None, "collected": True})
         command = self._command(run)
-        run.output_dir.parent.mkdir(parents=True, exist_ok=True)
+        run.output_dir.mkdir(parents=True, exist_ok=True)
+        (run.output_dir / DEFINITION_MARKER).write_text(run.definition + "\n", encoding="utf-8")
         log = run.output_dir.parent / f"{run.name}.log"
         self.echo(f"start {run.name}: {' '.join(command[1:4])} ...")
         start = time.monotonic()

@@ -59,8 +59,11 @@ DEFAULTS = {
 TOP_KEYS = {"study", "command", "output_root", "done_file", "runs", *DEFAULTS}
 RUN_KEYS = {"name", "args", "seed", "seeds", "command", "env", "done_file", "records"}
 #: A run's state: recorded (finished, its record kept), failed (recorded as failed), finished (its folder holds the
-#: done file, not yet recorded), started (a folder without the done file), missing.
-STATES = ("recorded", "failed", "finished", "started", "missing")
+#: done file, not yet recorded), stale (its folder holds the done file of another definition of the run: it runs
+#: again from scratch), started (a folder without the done file), missing.
+STATES = ("recorded", "failed", "finished", "stale", "started", "missing")
+#: Written into a run's folder when the harness starts it: the definition the folder is being computed for.
+DEFINITION_MARKER = ".sweep-definition"
 
 
 class SweepError(ValueError):
@@ -117,7 +120,9 @@ class Run:
         if record is not None:
             return "recorded" if record.get("status") == "ok" else "failed"
         if (self.output_dir / self.done_file).is_file():
-            return "finished"
+            marker = self.output_dir / DEFINITION_MARKER  # none: a folder run outside the harness, collected as is
+            stale = marker.is_file() and marker.read_text(encoding="utf-8").strip() != self.definition
+            return "stale" if stale else "finished"
         return "started" if self.output_dir.is_dir() and any(self.output_dir.iterdir()) else "missing"
 
 

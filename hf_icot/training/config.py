@@ -120,6 +120,13 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "generation_eval_examples evaluation examples), logged with train_examples; unset: off."
         },
     )
+    generation_eval_split: str | None = field(
+        default=None,
+        metadata={
+            "help": "Generation evaluation during training: with several evaluation splits (e.g. semiautomata.py's "
+            "test and test_ood_*), the one measured; unset: the only one (icot_gpt2.py: validation)."
+        },
+    )
     stop_at_implicit_em: float | None = field(
         default=None,
         metadata={

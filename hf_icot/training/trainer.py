@@ -211,6 +211,7 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
                 args.eval_modes,
                 args.generation_eval_examples,
                 stop_at=args.stop_at_implicit_em,
+                split=args.generation_eval_split,
             )
             self.add_callback(self.generation_eval)
         self._register_safeguards()

@@ -103,5 +103,19 @@ def test_bad_callback_arguments_raise_one_sentence(tmp_path):
     with pytest.raises(ValueError, match=r"^evaluation mode 'sideways' is unknown"):
         GenerationEvalCallback(trainer, 10, ["sideways"])
     trainer.eval_dataset = None
-    with pytest.raises(ValueError, match="needs the trainer's eval_dataset to be one split"):
+    with pytest.raises(ValueError, match=r"^generation evaluation during training needs the trainer's eval_dataset"):
         GenerationEvalCallback(trainer, 10)
+
+
+def test_with_several_evaluation_splits_the_named_one_is_measured(tmp_path):
+    """semiautomata.py's trainer holds test and test_ood_* at once: the callback measures the split it is told, and
+    without a name (or a wrong one) it refuses, naming the splits there are."""
+    trainer = counting_trainer(tmp_path, max_steps=1)
+    evaluation = trainer.eval_dataset
+    trainer.eval_dataset = {"test": evaluation.select(range(10)), "test_ood": evaluation.select(range(10, 16))}
+    assert len(GenerationEvalCallback(trainer, 10, split="test_ood").split) == 6
+    assert len(GenerationEvalCallback(trainer, 10, examples=4, split="test").split) == 4
+    with pytest.raises(ValueError, match=r"^no generation_eval_split is one of the evaluation splits; .*: test, test_ood\.$"):
+        GenerationEvalCallback(trainer, 10)
+    with pytest.raises(ValueError, match=r"^generation_eval_split 'validation' is not one of the evaluation splits"):
+        GenerationEvalCallback(trainer, 10, split="validation")

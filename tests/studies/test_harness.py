@@ -205,6 +205,27 @@ def test_a_stopped_run_resumes_from_its_checkpoint_or_starts_over(tmp_path: Path
     assert sorted(calls(study)) == ["kept 0 resume=true", "lost 0 overwrite=true"]
 
 
+def test_a_folder_finished_under_another_definition_runs_again_instead_of_being_collected(tmp_path: Path) -> None:
+    """A run's arguments changed after it finished and its record was deleted: its folder still holds the done file
+    of the old arguments, which must not be recorded under the new definition; a folder the harness never started
+    (a cluster job's) is still collected."""
+    study = write_sweep(tmp_path / "study", [{"name": "point", "seeds": [0]}, {"name": "outside", "seed": 0}])
+    (study / "outputs" / "outside").mkdir(parents=True)
+    (study / "outputs" / "outside" / "result.json").write_text('{"value": 7.0}')
+    assert harness("run", str(study), "--only", "point_s0").returncode == 0
+    assert json.loads((study / "runs/point_s0/result.json").read_text())["value"] == 2.0
+    write_sweep(study, [{"name": "point", "seeds": [0], "args": ["--value", "5"]}, {"name": "outside", "seed": 0}])
+    for path in sorted((study / "runs" / "point_s0").iterdir()):
+        path.unlink()
+    (study / "runs" / "point_s0").rmdir()
+    assert [run.state() for run in load_sweep(study).runs] == ["stale", "finished"]
+    assert harness("run", str(study)).returncode == 0
+    assert calls(study) == ["point_s0 0", "point_s0 0 overwrite=true"]  # run again, from scratch; outside collected
+    assert json.loads((study / "runs/point_s0/result.json").read_text())["value"] == 5.0
+    assert record(study, "point_s0")["definition"] == load_sweep(study).runs[0].definition
+    assert record(study, "outside")["collected"] is True
+
+
 def test_runs_kept_before_the_harness_are_adopted_under_the_sweep_definition(tmp_path: Path) -> None:
     study = write_sweep(tmp_path / "study", [{"name": "old", "seeds": [0]}, {"name": "new", "seeds": [0]}])
     (study / "runs" / "old_s0").mkdir(parents=True)
