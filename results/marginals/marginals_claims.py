@@ -9,6 +9,7 @@ behind it in ``ours``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -163,8 +164,18 @@ def c4_noise(rows: list[dict]) -> dict:
     return {"verdict": verdict, "seeds": f"{min(lr.n, bs.n)}",
             "ours": f"τ(lr 2e-3) - τ(5e-4) = {_interval(lr)}; τ(batch 64) - τ(256) = {_interval(bs)} steps",
             "theirs": "noise lengthens the plateau",
-            "why": ("" if verdict != "inconclusive" else "fewer than 2 seeds a side: no interval; seeds 1, 2 decide it; ")
+            "why": _c4_why(verdict, lr, bs)
             + f"in examples seen (τ x batch 64 / 128 / 256: {in_examples}) the batch sweep reverses"}  # fmt: skip
+
+
+def _c4_why(verdict: str, lr: Any, bs: Any) -> str:
+    """Why C4 is inconclusive: too few seeds for an interval, or which difference's interval holds 0."""
+    if verdict != "inconclusive":
+        return ""
+    if min(lr.n, bs.n) < 2:
+        return "fewer than 2 seeds a side: no interval; seeds 1, 2 decide it; "
+    open_sides = [name for name, g in (("learning rate", lr), ("batch", bs)) if g.low <= 0 <= g.high]
+    return f"the {' and the '.join(open_sides)} difference's interval contains 0 over {min(lr.n, bs.n)} seeds; "
 
 
 C7_WHY = (
