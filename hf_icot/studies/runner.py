@@ -2,8 +2,9 @@
 
 :func:`run_sweep` skips every recorded run, records a run whose folder already finished (one a cluster job ran, say)
 without training it again — unless the harness started that folder under another definition of the run (the
-``.sweep-definition`` it writes into every folder it starts says which): then the run starts over —, resumes a run stopped after a checkpoint (the sweep's ``resume_args``) and restarts one
-stopped before any (``restart_args``), and runs the rest ``jobs`` at a time. A run that fails is recorded as failed
+``.sweep-definition`` it writes into every folder it starts says which): then the run starts over —, resumes a run
+stopped after a checkpoint (the sweep's ``resume_args``) and restarts one stopped before any (``restart_args``), and
+runs the rest ``jobs`` at a time. A run that fails is recorded as failed
 with its exit status and the last lines of its log, is not tried again unless asked (``retry_failed``), and the sweep
 goes on with the others. A run that exits with :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS` (it saved a checkpoint on a
 preemption signal) is not recorded: the next sweep resumes it. Children get SIGTERM when the harness dies (Linux), so a killed sweep leaves no run writing
@@ -134,10 +135,11 @@ class SweepRunner:
                     env[name] = str(self.threads)
         return env
 
-    def _command(self, run: Run) -> list[str]:
-        if run.state() == "stale":  # finished under another definition: its checkpoints are not this run's either
+    def _command(self, run: Run, state: str) -> list[str]:
+        """The command for ``run`` in ``state`` (:data:`~hf_icot.studies.sweep.STATES`)."""
+        if state == "stale":  # finished under another definition: its checkpoints are not this run's either
             return [*run.command, *run.restart_args]
-        if run.state() == "started":
+        if state == "started":
             from hf_icot.training.run_folder import last_complete_checkpoint
 
             extra = run.resume_args if last_complete_checkpoint(run.output_dir) else run.restart_args
@@ -145,9 +147,10 @@ class SweepRunner:
         return run.command
 
     def _one(self, run: Run) -> str:
-        if run.state() == "finished":  # its folder finished outside the harness (a cluster job): record it only
+        state = run.state()
+        if state == "finished":  # its folder finished outside the harness (a cluster job): record it only
             return self._record(run, {"status": "ok", "exit_code": 0, "wall_s": None, "collected": True})
-        command = self._command(run)
+        command = self._command(run, state)
         run.output_dir.mkdir(parents=True, exist_ok=True)
         (run.output_dir / DEFINITION_MARKER).write_text(run.definition + "\n", encoding="utf-8")
         log = run.output_dir.parent / f"{run.name}.log"
