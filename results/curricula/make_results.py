@@ -165,7 +165,9 @@ def table_rows(rows: list[dict]) -> list[dict]:
         if row["to_bar"] is not None:
             to_bar = _cell(row["to_bar"], 0)
         elif row["reached"]:
-            to_bar = f"{row['reached']}/{n} seeds reached it ({', '.join(f'{v:,.0f}' for v in row['to_bar_values'] if v)})"
+            to_bar = (
+                f"{row['reached']}/{n} seeds reached it ({', '.join(f'{v:,.0f}' for v in row['to_bar_values'] if v)})"
+            )
         else:
             to_bar = f"not reached in {row['trained']:,.0f}"
         wall = f"{min(row['wall']):,.0f}–{max(row['wall']):,.0f} s" if row["wall"] else ""
@@ -241,7 +243,11 @@ def verdicts(rows: list[dict], compared: dict[str, dict]) -> dict[str, dict]:
         best = max(curricula, key=lambda row: row["final"].mean) if curricula else None
         e2e = next((row for row in task_rows if family(row["curriculum"]) == "e2e"), None)
         if best is None or e2e is None:
-            results[f"L2-{task}"] = {"verdict": "pending", "seeds": seeds, "ours": "no curriculum or no end-to-end run"}
+            results[f"L2-{task}"] = {
+                "verdict": "pending",
+                "seeds": seeds,
+                "ours": "no curriculum or no end-to-end run",
+            }
             continue
         gap = difference([final_test(r) for r in best["runs"]], [final_test(r) for r in e2e["runs"]])
         strong = best["final"].mean >= 0.9 and (best["final"].low or 0) >= 0.85

@@ -25,7 +25,9 @@ def _write(root: Path, name: str, seed: int, ems: list[float], final: float, mod
     """A run measured every 100 steps with the exact matches ``ems`` (without CoT) and the final test score."""
     folder = root / f"{name}_s{seed}"
     folder.mkdir(parents=True)
-    (folder / RECORD_FILE).write_text(json.dumps({"run": folder.name, "seed": seed, "status": "ok", "wall_s": 100 + seed}))
+    (folder / RECORD_FILE).write_text(
+        json.dumps({"run": folder.name, "seed": seed, "status": "ok", "wall_s": 100 + seed})
+    )
     log = []
     for index, em in enumerate(ems, start=1):
         step = 100 * index
@@ -42,7 +44,9 @@ def _records(root: Path) -> None:
     for seed in range(3):  # only seed 0 of the slower pace gets there
         _write(root, "parity4_stepwise300", seed, [0.5] * 11 + [0.92 if seed == 0 else 0.6], 0.9 if seed == 0 else 0.6)
     for seed, first in enumerate([2, 3, 4]):  # adaptive: 12,800 / 19,200 / 25,600 -> ratio 44,800 / 19,200 = 2.33
-        _write(root, "parity4_adaptive_answer", seed, [0.5] * (first - 1) + [1.0] * (12 - first + 1), 0.99, gone_step=300)
+        _write(
+            root, "parity4_adaptive_answer", seed, [0.5] * (first - 1) + [1.0] * (12 - first + 1), 0.99, gone_step=300
+        )
     for seed in range(3):  # the mixture is read on hint=0 (its implicit mode has no hint token)
         _write(root, "parity4_mixture_hints", seed, [0.5] * 4 + [0.97] * 8, 0.97, mode="hint=0")
         _write(root, "parity4_e2e", seed, [0.5] * 12, 0.5 + 0.01 * seed)
@@ -104,7 +108,10 @@ def test_every_league_run_parses_into_its_recipes_arguments_at_its_tasks_budget(
     budgets, schedules = {}, {}
     for run in sweep.runs:
         task = run.name.split("_", 1)[0]
-        assert run.command[:2] == ["python", "recipes/icot_gpt2.py" if task == "parity4" else "recipes/semiautomata.py"]
+        assert run.command[:2] == [
+            "python",
+            "recipes/icot_gpt2.py" if task == "parity4" else "recipes/semiautomata.py",
+        ]
         script_args, training_args, _ = parse_recipe_args(run.command[2:])
         assert script_args.task_args["seed"] == training_args.seed == run.seed, run.name
         assert training_args.output_dir.endswith(run.name) and training_args.generation_eval_steps == 100, run.name
