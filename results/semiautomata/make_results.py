@@ -343,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     if point is not None:
         claims_table = write_table(second_claims.table_rows(claim_runs, second, point), out, "second_round", cell=fmt)
         second_claims.plot(claim_runs, second, point, out)
+        second_claims.plot_probe_maps(claim_runs, second, point, out)
     else:
         claims_table = "(no regime chosen yet)"
     if (out / "claims.csv").exists():

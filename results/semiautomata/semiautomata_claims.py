@@ -208,18 +208,60 @@ def a7(groups: dict, length: int) -> dict[str, Any]:
 
 
 def probe_score(run: dict[str, Any]) -> float | None:
-    """The best layer's held-out probe accuracy, averaged over the steps (the layer whose mean is highest)."""
+    """The best block's held-out probe accuracy, averaged over the steps (the layer whose mean is highest; layer 0,
+    the embeddings, left out: it sees one input symbol, not what the blocks computed)."""
     probes = run.get("probes") or {}
-    rows = probes.get("accuracy") or []
+    rows = (probes.get("accuracy") or [])[1:]
     return max((mean(row) for row in rows if row), default=None)
+
+
+#: A8's and part 3's models: the left curriculum, end to end and the mixture (read without CoT)
+PROBED = (("left curriculum", None), ("end to end", None), ("mixture (hints)", "hint=0"))
+
+
+def plot_probe_maps(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict, out: Path) -> None:
+    """Part 3: the layer x step probe map of every seed of the left-curriculum, end-to-end and mixture models."""
+    import numpy as np
+
+    groups = groups_at(runs, regime_runs, point)
+    rows = [(name, mode, sorted((r for r in groups[name] if r.get("probes")), key=lambda r: r["seed"]))
+            for name, mode in PROBED]  # fmt: skip
+    columns = max((len(group) for _, _, group in rows), default=0)
+    if not columns:
+        return
+    plt = pyplot()
+    fig, axes = plt.subplots(3, columns, figsize=(4.2 * columns, 9), squeeze=False, layout="constrained")
+    image = None
+    for row_axes, (name, mode, group) in zip(axes, rows, strict=True):
+        for ax in row_axes[len(group) :]:
+            ax.axis("off")
+        for ax, run in zip(row_axes, group):
+            probes = run["probes"]
+            image = ax.imshow(np.array(probes["accuracy"]), origin="lower", aspect="auto", vmin=0, vmax=1)
+            ax.set_xticks(range(len(probes["steps"])), probes["steps"], fontsize=6)
+            ax.set_yticks(range(len(probes["layers"])), probes["layers"], fontsize=6)
+            ax.set_xlabel("step t", fontsize=8)
+            ax.set_ylabel("layer (0 = embeddings)", fontsize=8)
+            ood, score = _ood(run, mode), probe_score(run)
+            ax.set_title(f"{name}, seed {run['seed']}: ID {_fmt(accuracy(run, 'test', mode))}, OOD {_fmt(ood)}\n"
+                         f"probe score {_fmt(score)}", fontsize=8)  # fmt: skip
+    if image is not None:
+        fig.colorbar(image, ax=axes.ravel().tolist(), label="held-out probe accuracy")
+    fig.suptitle(f"Where did the reasoning go, {point['automaton']} at T = {point['T']}: a linear probe for the state "
+                 "after step t, read from each layer at the t-th input symbol")  # fmt: skip
+    fig.savefig(out / "second_round_probes.png", dpi=90)
+    plt.close(fig)
+
+
+def _fmt(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3f}"
 
 
 def a8(groups: dict) -> dict[str, Any]:
     from scipy import stats
 
-    named = {name: groups[name] for name in ("left curriculum", "end to end", "mixture (hints)")}
-    pairs = [(probe_score(run), _ood(run, "hint=0" if name == "mixture (hints)" else None))
-             for name, group in named.items() for run in group]  # fmt: skip
+    named = {name: groups[name] for name, _ in PROBED}
+    pairs = [(probe_score(run), _ood(run, mode)) for name, mode in PROBED for run in groups[name]]
     pairs = [(p, o) for p, o in pairs if p is not None and o is not None]
     if len(pairs) < 3:
         return _result("pending", named, f"{len(pairs)} runs with probes")
@@ -289,13 +331,12 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
                label="mean OOD", marker="s", linestyle="none")  # fmt: skip
     axes[2].set_xticks(list(moduli), [f"C{m}\n{'prime' if m in PRIMES else 'composite'}" for m in moduli])
     axes[2].set(title="A6: prime vs composite groups (left, implicit)", ylabel="answer exact match", ylim=(0, 1.05))
-    for name, marker in (("left curriculum", "o"), ("end to end", "x"), ("mixture (hints)", "^")):
-        mode = "hint=0" if name == "mixture (hints)" else None
+    for (name, mode), marker in zip(PROBED, "ox^", strict=True):
         points = [(probe_score(r), _ood(r, mode)) for r in groups[name]]
         points = [p for p in points if None not in p]
         axes[3].scatter([p for p, _ in points], [o for _, o in points], marker=marker, label=name)
     axes[3].set(title="A8: probes vs OOD (a point per seed)", ylim=(0, 1.05),
-                xlabel="best layer's probe accuracy, mean over steps", ylabel="mean OOD answer exact match")  # fmt: skip
+                xlabel="best block's probe accuracy, mean over steps", ylabel="mean OOD answer exact match")  # fmt: skip
     for ax in axes:
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(f"Second-round claims at {point['automaton']}, T = {point['T']} (mean, 95% interval over seeds)")

@@ -346,7 +346,8 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
     rows = list(csv.DictReader((out / "second_round.csv").open()))
     assert rows[0]["group"] == "full CoT" and rows[0]["ID"] == "1.000 ± 0.000 (n=3)"
     assert not (out / "results.csv").exists()  # no first-round run: the claim runs stay out of its table
-    assert (out / "second_round_claims.png").stat().st_size > 20_000
+    for plot in ("second_round_claims", "second_round_probes"):
+        assert (out / f"{plot}.png").stat().st_size > 20_000, plot
     readme = (out / "README.md").read_text()
     assert "* **A6: agree** — C7 group at T = 16: composite (C14, C15) ID 0.885" in readme
 
