@@ -170,6 +170,30 @@ def stage_rows(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def per_seed_rows(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per seed of a model-A group logged every step: the validation loss and the no-CoT validation accuracy
+    after each step (the curve in numbers), the children found per layer, the test result."""
+    rows = []
+    for run in sorted(group, key=lambda r: r["seed"]):
+        log = sorted(
+            (e for e in run["log"] if "eval_loss" in e or "eval_answer_acc_no_cot" in e), key=lambda e: e["step"]
+        )
+        losses = " ".join(fmt(e["eval_loss"]) for e in log if "eval_loss" in e)
+        no_cot = " ".join(fmt(e["eval_answer_acc_no_cot"]) for e in log if "eval_answer_acc_no_cot" in e)
+        layers = (run["attention"] or {}).get("layers", [])
+        rows.append(
+            {
+                "seed": run["seed"],
+                "test implicit EM": fmt(implicit(run)),
+                "success": (implicit(run) or 0) >= SUCCESS,
+                "validation loss after each step": losses,
+                "no-CoT validation accuracy after each step": no_cot,
+                "children found per layer": " ".join(f"{x['found']}/{x['nodes']}" for x in layers),
+            }
+        )
+    return rows
+
+
 def mlp_rows(groups: Groups) -> list[dict[str, Any]]:
     rows = []
     for name, group in groups.items():
@@ -403,6 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     write_table(mlp_rows(groups), args.out, "mlp")
     if "a_paper_log_icot" in groups:
         write_table(stage_rows(groups["a_paper_log_icot"]), args.out, "stages")
+        write_table(per_seed_rows(groups["a_paper_log_icot"]), args.out, "a_paper_log_icot_seeds")
         plot_losses(groups["a_paper_log_icot"], args.out, "a_paper_log_icot")
     for name in ("a_paper_log_icot", "b_paper_stepwise"):
         first = min(groups.get(name, []), key=lambda run: run["seed"], default=None)

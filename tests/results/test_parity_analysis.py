@@ -101,6 +101,9 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     assert "| a_paper_log_icot | 10 | 8/10 |" in seeds
     children = (out / "children.md").read_text()
     assert "| a_paper_log_icot | 3 | 2 | 2 2 2 2 2 2 2 2 0 0 | 0.800 |" in children
+    per_seed = list(csv.DictReader((out / "a_paper_log_icot_seeds.csv").open()))
+    assert len(per_seed) == 10 and per_seed[0]["validation loss after each step"] == "0.010 0.300 0.400 0.500 0.600"
+    assert per_seed[0]["children found per layer"] == "8/8 4/4 2/2 1/1" and per_seed[-1]["success"] == "False"
     mlp = (out / "mlp.md").read_text()
     assert "| curriculum | 30 | 8 | 5 |" in mlp and "| e2e | 40 | 8 | 3 |" in mlp
     for png in ("loss_a_paper_log_icot.png", "attention_a_paper_log_icot_s0.png"):
