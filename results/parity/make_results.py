@@ -217,12 +217,18 @@ def plot_losses(group: list[dict[str, Any]], out: Path, name: str) -> None:
     """Validation and training loss per step, mean and interval over seeds, stage boundaries marked."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
-    for key, label in (("eval_loss", "validation loss (after the step)"), ("loss", "training loss (before it)")):
-        steps = sorted({e["step"] for run in group for e in run["log"] if key in e})
+    won = [run for run in group if (implicit(run) or 0) >= SUCCESS]
+    lost = [run for run in group if run not in won]
+    curves = [(won, "eval_loss", f"validation loss (after the step), the {len(won)} seeds that succeeded"),
+              (lost, "eval_loss", f"validation loss (after the step), the {len(lost)} seeds that failed"),
+              (group, "loss", "training loss (before the step), every seed")]  # fmt: skip
+    for runs, key, label in curves:
+        steps = sorted({e["step"] for run in runs for e in run["log"] if key in e})
         points = [
-            summarize([e[key] for run in group for e in run["log"] if key in e and e["step"] == s]) for s in steps
+            summarize([e[key] for run in runs for e in run["log"] if key in e and e["step"] == s]) for s in steps
         ]
-        error_bars(ax, steps, points, label=label)
+        if steps:
+            error_bars(ax, steps, points, label=label)
     mark_steps(ax, [stage["start_step"] + 0.5 for stage in group[0]["stages"][1:]], label="stage boundary")
     ax.set(title=f"{name}: loss per step, mean and 95% interval over {len(group)} seeds", xlabel="optimizer step",
            ylabel="loss (current stage's layout)", yscale="log")  # fmt: skip
