@@ -87,6 +87,12 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
         _write(runs, "c_mixture_n30_k8", seed, _mlp(1.0 if seed < 4 else 0.9))
         _write(runs, "c_curriculum_n30_k8", seed, _mlp(0.8))
     _analysis().main(["--runs", str(runs), "--out", str(out)])
+    assert _ledger(out)["A10"]["verdict"] == "pending"  # GPT-2 is one of A10's models: its runs are not in yet
+    assert "gpt2_no_cot 0/3" in _ledger(out)["A10"]["ours"]
+    for seed in range(3):  # GPT-2 from scratch: neither with CoT nor end to end
+        for name in ("gpt2_log_icot", "gpt2_stepwise", "gpt2_no_cot"):
+            _write(runs, name, seed, _transformer(0.5))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
     # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
