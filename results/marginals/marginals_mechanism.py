@@ -282,6 +282,23 @@ def _span(values: list[float]) -> str:
     return f"{min(values):.2f}-{max(values):.2f}" if values else "none"
 
 
+def _c8_misses(missed: list[dict]) -> str:
+    """The runs whose switch IQR misses the bound, split by whether the miss is within one measurement interval
+    (the switch steps are only known to the grid the run measured on) or beyond it."""
+
+    def describe(r: dict) -> str:
+        return (f"{r['run']} ({float(r['switch_iqr_over_tau']):.2f} τ, measured every "
+                f"{float(r['measured_every']) / float(r['tau']):.2f} τ)")  # fmt: skip
+
+    def within_grid(r: dict) -> bool:
+        return float(r["switch_iqr_over_tau"]) <= SWITCH_IQR_BOUND + float(r["measured_every"]) / float(r["tau"])
+
+    near = ", ".join(describe(r) for r in missed if within_grid(r))
+    far = ", ".join(describe(r) for r in missed if not within_grid(r))
+    return (f"; the IQR misses the bound by one measurement interval or less in {near}" if near else "") + (
+        f"; it misses by more than one measurement interval in {far}" if far else "")  # fmt: skip
+
+
 def c8_claim(table: list[dict]) -> dict:
     """C8 by the committed first-round rule (switch IQR <= 25% of τ), now over every run of the study's set-up, and
     the study's own terms (shares at τ/2 and τ) beside it."""
@@ -302,14 +319,12 @@ def c8_claim(table: list[dict]) -> dict:
         f"measured bases at 80% at τ/2: {_span(half)}, at τ: {_span(at_tau)} over {len(chosen)} runs; 90% of "
         f"them there by {_span(most)} τ; base point (K = 10, D = 2,000) at τ/2 / τ / 1.5 τ: {per_seed}"
     )
-    misses = ", ".join(f"{r['run']} ({float(r['switch_iqr_over_tau']):.2f} τ, measured every "
-                       f"{float(r['measured_every']) / float(r['tau']):.2f} τ)" for r, ok in zip(chosen, holds, strict=True)
-                       if not ok)  # fmt: skip
+    missed = [r for r, ok in zip(chosen, holds, strict=True) if not ok]
     why = (
         "the bases switch together but after τ: a base counts at 80% when 80% of its rows are right at every "
         "answer token (teacher forced), while τ is the mean candidate loss crossing 0.5 log K; the study's "
         "per-base accuracy is not defined in its code, and per-base candidate accuracy is not recorded here"
-        + (f"; the IQR misses the bound in {misses}: one measurement interval or less" if misses else "")
+        + _c8_misses(missed)
     )
     return {"verdict": verdict, "seeds": f"{len(chosen)} runs ({len(base)} at the base point)", "ours": ours,
             "theirs": "0% of sampled bases at 80% at τ/2, almost all at τ", "why": why}  # fmt: skip

@@ -173,4 +173,8 @@ def test_a_run_folder_written_before_the_move_resumes_to_the_old_runs_own_weight
     assert stored == {**trainer.schedule.to_dict(), "remove_per_epoch": 2}  # the old dict, field for field
     expected = load_file(OLD_RUN / "final_model.safetensors")
     got = {name: tensor.detach() for name, tensor in trainer.model.state_dict().items()}
-    assert all(torch.equal(expected[name], got[name]) for name in expected), "the resumed run left the old one's path"
+    # Not bitwise: the old run's last four steps were taken on another CPU, whose kernels round differently (1.1e-5 on
+    # an AMD EPYC, 1.4e-5 on an Intel Xeon). A resume that lost a piece of its state leaves the path by far more: 0.024
+    # without rng_state.pth, 0.030 without optimizer.pt or scheduler.pt (the four steps move the weights by 0.0125).
+    drift = max(float((expected[name] - got[name]).abs().max()) for name in expected)
+    assert drift < 1e-4, f"the resumed run left the old one's path by {drift:.2e}"
