@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import semiautomata_claims as second_claims
 import semiautomata_regime as regime
 from semiautomata_plots import (
     plot_curriculum_stages,
@@ -278,6 +279,13 @@ def regime_facts(found: list[dict[str, Any]], table: str, verdicts: dict[str, An
     }
 
 
+def _verdict_lines(verdicts: dict[str, Any]) -> str:
+    """One bullet per second-round claim A1, A3-A8: its verdict and figures (pending until its runs are in)."""
+    lines = [f"* **{claim}: {v['verdict']}** — {v['ours']}" for claim, v in verdicts.items()
+             if claim not in ("R", "A2") and v is not None]  # fmt: skip
+    return "\n".join(lines) or "* pending: no regime chosen yet."
+
+
 def write_readme(
     runs: list[dict[str, Any]], found: list[dict[str, Any]], table: str, out: Path, second: dict[str, str]
 ) -> None:
@@ -324,12 +332,20 @@ def main(argv: list[str] | None = None) -> None:
                        r["T"], r["depth"], r["seed"]),
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    second = regime.sweep_runs(runs)
-    runs = [run for run in runs if run not in second]  # the first round's claims read the first round's runs
+    second, claim_runs = regime.sweep_runs(runs), second_claims.claim_runs(runs)
+    runs = [run for run in runs if run not in second and run not in claim_runs]  # the first round reads its own
     found = regime.points(second)
     regime_table = write_table(regime.table_rows(found), out, "regime", cell=fmt)
     regime.plot(found, out)
-    verdicts = {"R": regime.verdict_r(found), "A2": regime.verdict_a2(found)}
+    point = regime.chosen(found)
+    verdicts = {"R": regime.verdict_r(found), "A2": regime.verdict_a2(found),
+                **second_claims.verdicts(claim_runs, second, point)}  # fmt: skip
+    if point is not None:
+        claims_table = write_table(second_claims.table_rows(claim_runs, second, point), out, "second_round", cell=fmt)
+        second_claims.plot(claim_runs, second, point, out)
+        second_claims.plot_probe_maps(claim_runs, second, point, out)
+    else:
+        claims_table = "(no regime chosen yet)"
     if (out / "claims.csv").exists():
         update_ledger(out / "claims.csv", {claim: v for claim, v in verdicts.items() if v is not None})
     table = write_table([result_row(run) for run in runs], out, "results", cell=fmt)
@@ -358,7 +374,9 @@ def main(argv: list[str] | None = None) -> None:
     plot_end_to_end(runs, out)
     plot_probes(runs, out)
     plot_probe_profiles(runs, out)
-    write_readme(runs, claims(runs, out), table, out, regime_facts(found, regime_table, verdicts))
+    facts = {**regime_facts(found, regime_table, verdicts), "second_table": claims_table,
+             "second_verdicts": _verdict_lines(verdicts)}  # fmt: skip
+    write_readme(runs, claims(runs, out), table, out, facts)
 
 
 if __name__ == "__main__":

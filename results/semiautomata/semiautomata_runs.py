@@ -79,6 +79,7 @@ def load_run(folder: Path) -> dict[str, Any]:
         "parameters": size.get("parameters"),
         "seed": schedule.get("seed"),
         "steps": max((entry.get("step", 0) for entry in log), default=0),
+        "lr": _learning_rate(log),
         "wall_s": (read_json(folder / "wall_time.json") or read_json(folder / RECORD_FILE) or {}).get("wall_s"),
         "sweep_run": (read_json(folder / RECORD_FILE) or {}).get("run", folder.name),
         "metrics": read_json(folder / EVAL_RESULTS_FILE) or {},
@@ -88,6 +89,12 @@ def load_run(folder: Path) -> dict[str, Any]:
         "probes": read_json(folder / "probes.json"),
         "log": log,
     }
+
+
+def _learning_rate(log: list[dict[str, Any]]) -> float | None:
+    """The run's peak learning rate, as its training log shows it (after warm-up), to 3 significant digits."""
+    rates = [entry["learning_rate"] for entry in log if "learning_rate" in entry]
+    return float(f"{max(rates):.3g}") if rates else None
 
 
 def ood_splits(run: dict[str, Any]) -> list[str]:

@@ -281,3 +281,88 @@ def test_regime_sweep_table_and_rule_r_choose_the_cheapest_point_where_end_to_en
     assert ledger["A2"]["verdict"] == "agree"  # gap ~0.69 with a tight interval; end to end falls from 0.31 to 0.21
     assert (out / "regime_vs_T.png").stat().st_size > 10_000
     assert "Chosen regime: C7 group at T = 16." in (out / "README.md").read_text()
+
+
+def _claim_run(
+    runs: Path, name: str, seed: int, modulus: int, schedule: dict, depth: int, lr: float, accuracy: dict, probe: float
+) -> None:
+    """A second-round claim record (``claim_...``) at the cyclic group C_modulus, T = 16."""
+    folder_name = f"{name}_s{seed}"
+    write_fixture_run(runs, folder_name, modulus, {**schedule, "seed": seed}, depth, accuracy)
+    folder = runs / folder_name
+    (folder / "task_args.json").write_text(json.dumps({"kind": "cyclic", "modulus": modulus, "length": 16}))
+    log = [{"step": 50, "learning_rate": lr / 2}, {"step": 3000, "learning_rate": lr}]
+    (folder / "training_log.json").write_text(json.dumps(log))
+    probes = json.loads((folder / "probes.json").read_text())
+    (folder / "probes.json").write_text(json.dumps({**probes, "accuracy": [[probe] * 16] * (depth + 1)}))
+    (folder / "sweep.json").write_text(json.dumps({"run": folder_name, "seed": seed, "status": "ok", "wall_s": 60}))
+
+
+def _second_round_fixture(runs: Path, seeds: int = 3) -> None:
+    left, mixture = {"name": "staged", "side": "left"}, {"name": "mixture"}
+    for s in range(3):
+        _regime_run(runs, "cyclic", 16, "full_cot", s, 1.0)
+        _regime_run(runs, "cyclic", 16, "no_cot", s, 0.15)
+        probes = json.loads((runs / f"regime_cyclic7_t16_no_cot_s{s}" / "probes.json").read_text())
+        probes["accuracy"] = [[0.3 + 0.01 * s] * 16] * 5  # end to end: the least decodable, the least robust
+        (runs / f"regime_cyclic7_t16_no_cot_s{s}" / "probes.json").write_text(json.dumps(probes))
+    for s in range(seeds):
+        e = 0.01 * s
+        _claim_run(
+            runs, "claim_cyclic7_t16_left", s, 7, left, 4, 1e-3, _everywhere(0.97 + e, "implicit", 0.5 + e), 0.6 + e
+        )
+        _claim_run(runs, "claim_cyclic7_t16_right", s, 7, {"name": "staged", "side": "right"}, 4, 1e-3,
+                   _everywhere(0.6 + e, "implicit"), 0.5)  # fmt: skip
+        _claim_run(runs, "claim_cyclic7_t16_inductive", s, 7, {"name": "staged", "side": "inductive"}, 4, 1e-3,
+                   _everywhere(0.8 + e, "implicit"), 0.5)  # fmt: skip
+        mix = {**_everywhere(0.96 + e, "hint=0", 0.6 + e), **_everywhere(1.0, "hint=16", 0.95 - e)}
+        _claim_run(runs, "claim_cyclic7_t16_mixture", s, 7, mixture, 4, 1e-3, mix, 0.9 + e)
+        for depth, lr, value in ((4, 3e-4, 0.7), (4, 3e-3, 0.9), (16, 3e-4, 0.5), (16, 1e-3, 0.6), (16, 3e-3, 0.65)):
+            _claim_run(runs, f"claim_cyclic7_t16_left_d{depth}_lr{lr:g}", s, 7, left, depth, lr,
+                       _everywhere(value + e, "implicit"), 0.5)  # fmt: skip
+        for modulus, value in ((13, 0.4), (17, 0.45), (14, 0.9), (15, 0.85)):
+            _claim_run(runs, f"claim_cyclic{modulus}_t16_left", s, modulus, left, 4, 1e-3,
+                       _everywhere(value + e, "implicit"), 0.5)  # fmt: skip
+
+
+def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _second_round_fixture(runs)
+    out.mkdir()
+    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
+    assert ledger["R"]["verdict"] == "agree" and ledger["R"]["ours"].startswith("C7 group at T = 16")
+    # full CoT 1.0 everywhere; left 0.97-0.99 ID vs 0.50-0.52 OOD; left vs right 0.6; depth 4's best (1e-3, 0.98)
+    # vs depth 16's best (3e-3, 0.66); composite 0.85-0.92 vs prime 0.40-0.47; the mixture within 0.01 of the left
+    # curriculum without CoT and 0.44 above it on OOD with its full CoT; probes rank end to end < left < mixture as OOD
+    assert {claim: ledger[claim]["verdict"] for claim in ("A1", "A3", "A4", "A5", "A6", "A7", "A8")} == dict.fromkeys(
+        ("A1", "A3", "A4", "A5", "A6", "A7", "A8"), "agree"
+    )
+    assert "depth 4 best at lr 0.001" in ledger["A5"]["ours"] and "depth 16 best at lr 0.003" in ledger["A5"]["ours"]
+    assert ledger["A8"]["ours"].endswith("Spearman rho 0.983 (p = 1.99e-06) over 9 runs")  # end to end ties on OOD
+    rows = list(csv.DictReader((out / "second_round.csv").open()))
+    assert rows[0]["group"] == "full CoT" and rows[0]["ID"] == "1.000 ± 0.000 (n=3)"
+    assert not (out / "results.csv").exists()  # no first-round run: the claim runs stay out of its table
+    for plot in ("second_round_claims", "second_round_probes"):
+        assert (out / f"{plot}.png").stat().st_size > 20_000, plot
+    readme = (out / "README.md").read_text()
+    assert "* **A6: agree** — C7 group at T = 16: composite (C14, C15) ID 0.885" in readme
+
+
+def test_a_second_round_claim_short_of_three_seeds_is_pending_with_its_figures(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _second_round_fixture(runs, seeds=2)
+    out.mkdir()
+    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
+    assert ledger["A1"]["verdict"] == "agree"  # the regime sweep's own runs have their 3 seeds
+    for claim in ("A3", "A4", "A5", "A6", "A7", "A8"):
+        assert ledger[claim]["verdict"] == "pending", claim
+    assert "short of 3 seeds: left curriculum (2 seeds)" in ledger["A3"]["ours"]
+    assert "left curriculum implicit ID 0.975 ± " in ledger["A3"]["ours"]
