@@ -21,6 +21,8 @@ FULL_COT_BAR, GAP = 0.95, 0.30
 #: the points where end to end stays this close to full CoT: the counting shortcut still works there
 SHORTCUT = 0.05
 MIN_SEEDS = 3
+#: A2 reads end to end over the sweep's lengths: pending until the chosen automaton has all of them
+LENGTHS = (16, 32, 64)
 #: cheapest first: shorter sequences, then the simpler automaton
 AUTOMATON_ORDER = ("C7", "C7 group", "s3")
 
@@ -118,6 +120,12 @@ def verdict_a2(found: list[dict[str, Any]]) -> dict[str, Any] | None:
     if point is None:
         return None
     series = [p for p in found if p["automaton"] == point["automaton"] and complete(p)]
+    missing = sorted(set(LENGTHS) - {p["T"] for p in series})
+    if missing:
+        ours = (f"{point['automaton']}: gap at T = {point['T']} {_text(point['gap'])}; end to end ID by T so far: "
+                + ", ".join(f"T={p['T']}: {p['e2e_id'].mean:.3f}" for p in series)
+                + f"; short of {MIN_SEEDS} seeds at T = {', '.join(map(str, missing))}")  # fmt: skip
+        return {"verdict": "pending", "seeds": sum(p["cot_seeds"] + p["e2e_seeds"] for p in series), "ours": ours}
     e2e = [p["e2e_id"].mean for p in series]
     rises = any(later - earlier > SHORTCUT for earlier, later in zip(e2e, e2e[1:]))
     interval_ok = point["gap"].low is not None and point["gap"].low > 0.15
