@@ -24,19 +24,32 @@ class StageClock(Schedule):
     stage_length: float = option(1.0, "Length of a stage in stage_unit.")
     stage_unit: str = option("epochs", "epochs or steps.", choices=STAGE_UNITS)
     final_remove_all: bool = option(False, "Add a final stage that drops the whole CoT (staged needs num_stages).")
+    first_stage_length: float | None = option(
+        None, "Length of stage 0 (nothing removed yet) in stage_unit, for a CoT that takes longer to learn than a "
+        "stage lasts; unset: stage_length."
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("stage_unit", self.stage_unit, STAGE_UNITS)
         check_positive("stage_length", self.stage_length)
+        if self.first_stage_length is not None:
+            check_positive("first_stage_length", self.first_stage_length)
+
+    def _steps(self, length: float) -> int:
+        if self.stage_unit == "steps":
+            return int(length)
+        if self.steps_per_epoch is None:
+            raise ValueError("this schedule counts stages in epochs, so it needs steps_per_epoch; call bind() first.")
+        return max(1, round(length * self.steps_per_epoch))
 
     def clock_stage(self, step: int) -> int:
         """The stage ``step`` falls in by the clock alone (unbounded)."""
-        if self.stage_unit == "steps":
-            return step // int(self.stage_length)
-        if self.steps_per_epoch is None:
-            raise ValueError("this schedule counts stages in epochs, so it needs steps_per_epoch; call bind() first.")
-        return step // max(1, round(self.stage_length * self.steps_per_epoch))
+        stage = self._steps(self.stage_length)
+        if self.first_stage_length is None:
+            return step // stage
+        first = self._steps(self.first_stage_length)
+        return 0 if step < first else 1 + (step - first) // stage
 
 
 @dataclass

@@ -166,6 +166,24 @@ def test_staged_left_right_and_inductive_remove_whole_steps():
     assert truncate(example, inductive.spec(2)).tokens == ("s3", "s6")
 
 
+def test_a_longer_first_stage_keeps_the_full_cot_until_it_ends_then_the_clock_runs_as_before():
+    example = {"question": "q", "cot": ["s1", "s2", "s3", "s4", "s5", "s6"], "answer": "a"}
+    left = Staged(side="left", steps_per_stage=2, stage_length=3, stage_unit="steps", first_stage_length=7)
+    assert [left.stage(s) for s in (0, 6, 7, 9, 10, 13, 99)] == [0, 0, 1, 1, 2, 3, 31]
+    assert truncate(example, left.spec(6)).kept == 6 and truncate(example, left.spec(7)).tokens == (
+        "s3",
+        "s4",
+        "s5",
+        "s6",
+    )
+    in_epochs = Staged(side="right", stage_length=1, stage_unit="epochs", first_stage_length=2.5, num_stages=4)
+    in_epochs.bind(4)  # stage 0: 10 steps, then 4 per stage
+    assert [in_epochs.stage(s) for s in (9, 10, 13, 14, 99)] == [0, 1, 1, 2, 3]
+    levels = LogICoT(stage_length=2, stage_unit="steps", num_levels=2, first_stage_length=5)
+    assert [levels.stage(s) for s in (4, 5, 6, 7, 99)] == [0, 1, 1, 2, 2]
+    assert schedule_from_dict(left.to_dict()) == left
+
+
 @pytest.mark.parametrize("direction, fill", [("left", "drop"), ("right", "pad"), ("inductive", "keep_position")])
 def test_staged_bound_to_the_longest_cot_ends_there_and_truncates_the_same(direction, fill):
     six, four = ["s1", "s2", "s3", "s4", "s5", "s6"], ["s1", "s2", "s3", "s4"]
@@ -273,6 +291,7 @@ def test_describe_lists_stepwise_stages():
         (lambda: Stepwise(side="middle"), "removal side 'middle' is not allowed"),
         (lambda: Staged(steps_per_stage=0), "steps_per_stage 0 is not allowed"),
         (lambda: Staged(final_remove_all=True), "final_remove_all needs num_stages"),
+        (lambda: Staged(first_stage_length=0), "first_stage_length 0 is not allowed; it must be > 0"),
         (lambda: Mixture(max_length=-1), "mixture max_length -1 is not allowed"),
         (lambda: Mixture(weights=[0, 0]), "mixture weights"),
         (lambda: schedule_from_dict({"name": "stepwise", "speed": 2}), "has no field(s) speed"),
