@@ -18,6 +18,8 @@ from hf_icot.studies.statistics import Summary, difference, summarize
 
 PREFIX = "claim_"
 MIN_SEEDS = 3
+#: a bound met to within float rounding is met (means of 300-example accuracies: 0.95 - 0.90 >= 0.05 is False)
+EPS = 1e-9
 #: A5's learning-rate grid and the base learning rate (the base config's): the left curriculum at depth 4 and 1e-3 is
 #: A3's run, shared by A4-A8
 LEARNING_RATES = (3e-4, 1e-3, 3e-3)
@@ -101,7 +103,7 @@ def a1(groups: dict) -> dict[str, Any]:
     found = {split: s for split, s in found.items() if s is not None}
     if not found:
         return _result("pending", {"full CoT": cot}, "no full-CoT run at the chosen regime yet")
-    good = all(s.mean >= 0.95 and (s.low if s.low is not None else s.mean) >= 0.90 for s in found.values())
+    good = all(s.mean >= 0.95 - EPS and (s.low if s.low is not None else s.mean) >= 0.90 - EPS for s in found.values())
     verdict = "agree" if good else "disagree" if any(s.mean < 0.80 for s in found.values()) else "inconclusive"
     ours = "; ".join(f"{split} {_text(s)}" for split, s in found.items())
     return _result(verdict, {"full CoT": cot}, f"full CoT, explicit: {ours}")
@@ -113,8 +115,8 @@ def a3(groups: dict) -> dict[str, Any]:
     if not ids:
         return _result("pending", {"left curriculum": left}, "no left-curriculum run yet")
     drop = _diff(ids, oods)
-    above_chance = _summary([_ood(run) - chance(run, "test") for run in left if _ood(run) is not None])
-    if mean(ids) < 0.90:
+    above_chance = _summary([_above_chance(run) for run in left])
+    if mean(ids) < 0.90 - EPS:
         verdict = "inconclusive"
     elif _above(drop, 0.05):
         verdict = "agree"
@@ -127,14 +129,20 @@ def a3(groups: dict) -> dict[str, Any]:
     return _result(verdict, {"left curriculum": left}, ours)
 
 
+def _above_chance(run: dict[str, Any]) -> float | None:
+    """Mean over the OOD splits of the accuracy above that split's own majority-answer share."""
+    gaps = [(accuracy(run, split), chance(run, split)) for split in ood_splits(run)]
+    return mean([a - c for a, c in gaps if a is not None and c is not None])
+
+
 def _compare(first: list[float], second: list[float]) -> str | None:
     """``first``/``second`` when one side is >= 0.05 above the other with the difference's interval above 0."""
     delta = _diff(first, second)
     if delta is None:
         return None
-    if delta.mean >= 0.05 and _above(delta, 0):
+    if delta.mean >= 0.05 - EPS and _above(delta, 0):
         return "first"
-    if -delta.mean >= 0.05 and delta.high is not None and delta.high < 0:
+    if -delta.mean >= 0.05 - EPS and delta.high is not None and delta.high < 0:
         return "second"
     return None
 
@@ -148,7 +156,7 @@ def a4(groups: dict) -> dict[str, Any]:
         for name, g in (("left", left), ("right", right), ("inductive", inductive))
     )
     ours += f"; left - right ID {_text(_diff(_ids(left), _ids(right)))}"
-    return _result(verdict, {"left": left, "right": right, "inductive": inductive}, ours)
+    return _result(verdict, {"left": left, "right": right}, ours)  # the inductive one is reported, not required
 
 
 def best_learning_rate(groups: dict, depth: int) -> float | None:
@@ -193,10 +201,10 @@ def a7(groups: dict, length: int) -> dict[str, Any]:
     on_ood = _diff(_oods(mixture, f"hint={length}"), _oods(left))
     if on_id is None or on_ood is None:
         return _result("pending", {"left": left, "mixture": mixture}, "no mixture or left-curriculum run yet")
-    works = on_id.mean >= -0.05 and (on_id.low if on_id.low is not None else on_id.mean) >= -0.10
+    works = on_id.mean >= -0.05 - EPS and (on_id.low if on_id.low is not None else on_id.mean) >= -0.10 - EPS
     if works and _above(on_ood, 0.05):
         verdict = "agree"
-    elif on_id.mean < -0.10 or on_ood.mean <= 0:
+    elif on_id.mean < -0.10 - EPS or on_ood.mean <= 0:
         verdict = "disagree"
     else:
         verdict = "inconclusive"
@@ -272,10 +280,18 @@ def a8(groups: dict) -> dict[str, Any]:
     return _result(verdict, named, f"Spearman rho {rho:.3f} (p = {p_value:.3g}) over {len(pairs)} runs")
 
 
+CLAIM_IDS = ("A1", "A3", "A4", "A5", "A6", "A7", "A8")
+
+
 def verdicts(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict | None) -> dict[str, dict]:
     """A1, A3-A8 for the ledger (``{}`` until rule R has chosen a point)."""
     if point is None:
         return {}
+    elsewhere = sorted({(r["automaton"], r["T"]) for r in runs} - {(point["automaton"], point["T"])})
+    if elsewhere and not select(runs, automaton=point["automaton"], T=point["T"]):
+        where = ", ".join(f"{a} at T = {t}" for a, t in elsewhere)
+        note = f"the claim runs are at {where}, not at the chosen regime {point['automaton']} at T = {point['T']}"
+        return {claim: {"verdict": "pending", "seeds": 0, "ours": note} for claim in CLAIM_IDS}
     groups = groups_at(runs, regime_runs, point)
     found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups), "A6": a6(groups),
              "A7": a7(groups, point["T"]), "A8": a8(groups)}  # fmt: skip

@@ -86,9 +86,12 @@ def complete(point: dict[str, Any]) -> bool:
 
 
 def chosen(found: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Rule R: the cheapest complete point with full CoT ID >= 0.95 and end to end ID <= full CoT - 0.30."""
+    """Rule R: the cheapest point with full CoT ID >= 0.95 and end to end ID <= full CoT - 0.30; None while a cheaper
+    point is short of seeds (it might still be the one). Bounds met to within float rounding count as met."""
     for point in found:  # already cheapest first
-        if complete(point) and point["cot_id"].mean >= FULL_COT_BAR and point["gap"].mean >= GAP:
+        if not complete(point):
+            return None
+        if point["cot_id"].mean >= FULL_COT_BAR - 1e-9 and point["gap"].mean >= GAP - 1e-9:
             return point
     return None
 
@@ -103,7 +106,7 @@ def verdict_r(found: list[dict[str, Any]]) -> dict[str, Any]:
     missing = [f"{p['automaton']} T={p['T']}" for p in found if not complete(p)]
     seeds = sum(p["cot_seeds"] + p["e2e_seeds"] for p in found)
     if point is None:
-        ours = f"no complete point meets the rule yet; end to end within {SHORTCUT} of full CoT at: {shortcut}"
+        ours = f"no point is chosen yet (the cheapest that meets the rule, once every cheaper one has its seeds); end to end within {SHORTCUT} of full CoT at: {shortcut}"
         if missing:
             ours += f"; short of {MIN_SEEDS} seeds: {', '.join(missing)}"
         return {"verdict": "pending" if missing else "inconclusive", "seeds": seeds, "ours": ours}

@@ -373,3 +373,20 @@ def test_a_second_round_claim_short_of_three_seeds_is_pending_with_its_figures(t
         assert ledger[claim]["verdict"] == "pending", claim
     assert "short of 3 seeds: left curriculum (2 seeds)" in ledger["A3"]["ours"]
     assert "left curriculum implicit ID 0.975 ± " in ledger["A3"]["ours"]
+
+
+def test_rule_r_waits_while_a_cheaper_point_is_short_of_seeds(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    for seed in range(3):
+        _regime_run(runs, "counter", 16, "full_cot", seed, 1.0)
+        _regime_run(runs, "cyclic", 16, "full_cot", seed, 1.0)
+        _regime_run(runs, "cyclic", 16, "no_cot", seed, 0.15)
+    _regime_run(runs, "counter", 16, "no_cot", 0, 0.30)  # one seed: the counter might still be the cheapest choice
+    out.mkdir()
+    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
+    assert ledger["R"]["verdict"] == "pending" and "short of 3 seeds: C7 T=16" in ledger["R"]["ours"]
+    assert ledger["A1"]["verdict"] == "pending"  # no claim is read before the regime is chosen
