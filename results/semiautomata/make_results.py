@@ -333,7 +333,8 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     second, claim_runs = regime.sweep_runs(runs), second_claims.claim_runs(runs)
-    runs = [run for run in runs if run not in second and run not in claim_runs]  # the first round reads its own
+    pilots = [run for run in runs if run["sweep_run"].startswith(second_claims.PILOT_PREFIX)]
+    runs = [run for run in runs if run not in second + claim_runs + pilots]  # the first round reads its own
     found = regime.points(second)
     regime_table = write_table(regime.table_rows(found), out, "regime", cell=fmt)
     regime.plot(found, out)
@@ -374,7 +375,9 @@ def main(argv: list[str] | None = None) -> None:
     plot_end_to_end(runs, out)
     plot_probes(runs, out)
     plot_probe_profiles(runs, out)
-    facts = {**regime_facts(found, regime_table, verdicts), "second_table": claims_table,
+    pilot_rows = [{**result_row(run), "run": run["sweep_run"]} for run in pilots]
+    pilot_table = write_table(pilot_rows, out, "pilots", cell=fmt) if pilots else "(no pilot run yet)"
+    facts = {**regime_facts(found, regime_table, verdicts), "second_table": claims_table, "second_pilots": pilot_table,
              "second_verdicts": _verdict_lines(verdicts)}  # fmt: skip
     write_readme(runs, claims(runs, out), table, out, facts)
 

@@ -17,6 +17,8 @@ from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import Summary, difference, summarize
 
 PREFIX = "claim_"
+#: exploratory runs (``pilot_...``): tabled beside the claims, never read by a rule
+PILOT_PREFIX = "pilot_"
 MIN_SEEDS = 3
 #: a bound met to within float rounding is met (means of 300-example accuracies: 0.95 - 0.90 >= 0.05 is False)
 EPS = 1e-9

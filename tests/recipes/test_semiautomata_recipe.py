@@ -335,6 +335,8 @@ def _second_round_fixture(runs: Path, seeds: int = 3) -> None:
 def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", tmp_path / "out"
     _second_round_fixture(runs)
+    left = {"name": "staged", "side": "left"}  # a pilot at the same point: tabled, read by no rule
+    _claim_run(runs, "pilot_cyclic7_t16_left_step1", 0, 7, left, 4, 1e-3, _everywhere(0.10, "implicit"), 0.1)
     out.mkdir()
     shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
 
@@ -357,6 +359,8 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
         assert (out / f"{plot}.png").stat().st_size > 20_000, plot
     readme = (out / "README.md").read_text()
     assert "* **A6: agree** — C7 group at T = 16: composite (C14, C15) ID 0.885" in readme
+    assert "left curriculum implicit ID 0.980 ± " in ledger["A3"]["ours"]  # the pilot's 0.10 is not in it
+    assert [row["run"] for row in csv.DictReader((out / "pilots.csv").open())] == ["pilot_cyclic7_t16_left_step1_s0"]
 
 
 def test_a_second_round_claim_short_of_three_seeds_is_pending_with_its_figures(tmp_path: Path) -> None:
