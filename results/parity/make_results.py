@@ -390,7 +390,9 @@ VERDICTS = {
     "A8": verdict_a8, "A9": verdict_a9, "A10": verdict_a10,
 }  # fmt: skip
 # CoT-then-removal groups and their end-to-end baselines at the same budget (A10)
-PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot")]
+PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot"),
+         ("c_curriculum_n30_k8", "c_e2e_n30_k8"), ("c_mixture_n30_k8", "c_e2e_n30_k8"),
+         ("gpt2_log_icot", "gpt2_no_cot"), ("gpt2_stepwise", "gpt2_no_cot")]  # fmt: skip
 
 
 # the groups each claim's rule reads, with the seeds it asks for (A9 checks its own counts)
@@ -400,6 +402,9 @@ DECIDING = {
     "A10": [group for pair in PAIRS for group in pair],
 }  # fmt: skip
 RULE_SEEDS = 10
+#: groups whose rule asks fewer seeds than RULE_SEEDS: the MLP's (3 end to end, 5 each curriculum) and GPT-2's (3)
+GROUP_SEEDS = {"c_curriculum_n30_k8": 5, "c_mixture_n30_k8": 5, "c_e2e_n30_k8": 3,
+               "gpt2_log_icot": 3, "gpt2_stepwise": 3, "gpt2_no_cot": 3}  # fmt: skip
 
 
 def verdicts(groups: Groups) -> dict[str, dict[str, Any]]:
@@ -410,8 +415,10 @@ def verdicts(groups: Groups) -> dict[str, dict[str, Any]]:
         result = rule(groups)
         if result is None:
             continue
-        short = [f"{name} {len(groups.get(name, []))}/{RULE_SEEDS}" for name in DECIDING.get(claim, [])
-                 if len(groups.get(name, [])) < RULE_SEEDS]  # fmt: skip
+        asked = {name: GROUP_SEEDS.get(name, RULE_SEEDS) for name in DECIDING.get(claim, [])}
+        short = [
+            f"{name} {len(groups.get(name, []))}/{n}" for name, n in asked.items() if len(groups.get(name, [])) < n
+        ]
         if short:
             result = {**result, "verdict": "pending", "ours": f"so far ({', '.join(short)} seeds): {result['ours']}"}
         found[claim] = result

@@ -87,6 +87,12 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
         _write(runs, "c_mixture_n30_k8", seed, _mlp(1.0 if seed < 4 else 0.9))
         _write(runs, "c_curriculum_n30_k8", seed, _mlp(0.8))
     _analysis().main(["--runs", str(runs), "--out", str(out)])
+    assert _ledger(out)["A10"]["verdict"] == "pending"  # GPT-2 is one of A10's models: its runs are not in yet
+    assert "gpt2_no_cot 0/3" in _ledger(out)["A10"]["ours"]
+    for seed in range(3):  # GPT-2 from scratch: neither with CoT nor end to end
+        for name in ("gpt2_log_icot", "gpt2_stepwise", "gpt2_no_cot"):
+            _write(runs, name, seed, _transformer(0.5))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
     # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
@@ -130,3 +136,31 @@ def test_no_records_is_one_sentence(tmp_path):
         assert str(stop) == f"error: no finished run records under {tmp_path / 'runs'}; run the sweep first."
     else:
         raise AssertionError("no error")
+
+
+def test_first_step_names_the_nodes_whose_children_scores_split_or_lose(tmp_path):
+    import torch
+
+    from datasets_builder import registry
+    from datasets_builder.tasks.parity import secret_support
+    from hf_icot.modeling.theory.inspection import node_children
+    from hf_icot.modeling.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
+
+    first_step = load_script(REPO / "results" / "parity" / "first_step.py", "parity_first_step")
+    model = LogICoTParityModel(LogICoTParityConfig(n_bits=8, k=4, vocab_size=8))
+    support = secret_support(registry.make_params("parity", n_bits=8, k=4, seed=5, **first_step.SIZES))
+    tree = node_children("log_icot_parity", 8, 4, support)
+    levels = tree_levels(8, 4).tolist()
+    with torch.no_grad():
+        for node, children in tree.items():
+            for child in children:
+                model.layers[levels[node] - 1].w_kq_pos[node, child] = 8.0  # exact: both children at 8, others at 0
+        split, wrong = sorted(n for n in tree if levels[n] == 1)
+        model.layers[0].w_kq_pos[split, tree[split][1]] = 7.0
+        intruder = next(j for j in range(8) if j not in tree[wrong])
+        model.layers[0].w_kq_pos[wrong, intruder] = 8.0
+    rows = first_step.node_rows(model, seed=5)
+    assert [(r["layer"], r["node"], r["kind"], r["child scores"], r["best other score"]) for r in rows] == [
+        (1, split, "split", "8 7", "0"),
+        (1, wrong, "wrong", "8 8", "8"),
+    ]
