@@ -89,9 +89,12 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     _analysis().main(["--runs", str(runs), "--out", str(out)])
     assert _ledger(out)["A10"]["verdict"] == "pending"  # GPT-2 is one of A10's models: its runs are not in yet
     assert "gpt2_no_cot 0/3" in _ledger(out)["A10"]["ours"]
-    for seed in range(3):  # GPT-2 from scratch: neither with CoT nor end to end
+    for seed in range(3):  # GPT-2 from scratch: its implicit EM is 0 by construction, its padded accuracy is the log's
         for name in ("gpt2_log_icot", "gpt2_stepwise", "gpt2_no_cot"):
-            _write(runs, name, seed, _transformer(0.5))
+            _write(runs, name, seed, _transformer(0.0))
+            log = json.loads((runs / f"{name}_s{seed}" / "training_log.json").read_text())
+            log.append({"step": 5, "eval_answer_acc_no_cot": 1.0 if name == "gpt2_stepwise" and seed < 2 else 0.5})
+            (runs / f"{name}_s{seed}" / "training_log.json").write_text(json.dumps(log))
     _analysis().main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
@@ -101,7 +104,8 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     # every seed's log spikes (2.0 > 0.01 ... ) but the stage-1 validation loss 0.3 < 0.5: drop holds everywhere
     assert ledger["B4"]["verdict"] == "agree"
     assert ledger["A9"]["verdict"] == "agree" and ledger["A9"]["ours"].startswith("n = 30, k = 8")
-    assert ledger["A10"]["verdict"] == "agree"
+    assert ledger["A10"]["verdict"] == "agree" and "gpt2_stepwise: 2/3 vs end to end 0/3" in ledger["A10"]["ours"]
+    assert "GPT-2 (Adam): gpt2_log_icot 0/3, gpt2_stepwise 2/3" in ledger["B3"]["ours"]
     assert ledger["A8"]["verdict"] == "disagree" and ledger["A8"]["ours"].startswith("0/10 seeds internalize")
     seeds = (out / "seeds.md").read_text()
     assert "| a_paper_log_icot | 10 | 8/10 |" in seeds
