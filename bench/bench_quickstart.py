@@ -89,9 +89,7 @@ def commands(args: argparse.Namespace, output_root: Path) -> dict[str, list[str]
             )
             flags += ["--max_steps", str(max(args.questions // batch, 1))]
     common = [sys.executable, RECIPE, "--config", args.config, "--overwrite_output_dir", "--disable_tqdm", "true"]
-    return {
-        form: [*common, *flags, *after, "--output_dir", str(output_root / form)] for form, flags in forms.items()
-    }
+    return {form: [*common, *flags, *after, "--output_dir", str(output_root / form)] for form, flags in forms.items()}
 
 
 def run_form(form: str, command: list[str], log_path: Path, threads: int | None) -> dict[str, float]:

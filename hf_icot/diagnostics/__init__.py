@@ -5,7 +5,7 @@
 * :mod:`~hf_icot.diagnostics.generation_eval` — generation exact match against training examples seen, with an
   optional stop at a bar (``GenerationEvalCallback``; ``generation_eval_steps`` in an ICoT config turns it on).
 * The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.tokenized`):
-  :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ),
+  :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ; :class:`StopAfterTransition` and :class:`StopBelowLoss` end a run after it),
   :func:`selector_attention`, :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
   all of them during training through :class:`LearningDynamicsCallback`; :class:`HeadAblationCallback` trains with
   chosen heads removed (:mod:`~hf_icot.diagnostics.training_ablation`).
@@ -27,11 +27,13 @@ from hf_icot.diagnostics.hessian import (
 from hf_icot.diagnostics.learning_dynamics import MEASUREMENTS, LearningDynamicsCallback
 from hf_icot.diagnostics.probes import hidden_states_at, linear_probe_accuracy, probe_accuracy_map, state_probe_map
 from hf_icot.diagnostics.training_ablation import HeadAblationCallback, parse_heads
-from hf_icot.diagnostics.transition import detect_transition
+from hf_icot.diagnostics.transition import StopAfterTransition, StopBelowLoss, detect_transition, transition_step
 from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_gap
 
 __all__ = [
     "MEASUREMENTS",
+    "StopAfterTransition",
+    "StopBelowLoss",
     "CandidateLoss",
     "GenerationEvalCallback",
     "GroupAccuracy",
@@ -56,5 +58,6 @@ __all__ = [
     "probe_accuracy_map",
     "selector_attention",
     "state_probe_map",
+    "transition_step",
     "z_shuffle_gap",
 ]

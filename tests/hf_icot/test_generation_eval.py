@@ -115,7 +115,9 @@ def test_with_several_evaluation_splits_the_named_one_is_measured(tmp_path):
     trainer.eval_dataset = {"test": evaluation.select(range(10)), "test_ood": evaluation.select(range(10, 16))}
     assert len(GenerationEvalCallback(trainer, 10, split="test_ood").split) == 6
     assert len(GenerationEvalCallback(trainer, 10, examples=4, split="test").split) == 4
-    with pytest.raises(ValueError, match=r"^no generation_eval_split is one of the evaluation splits; .*: test, test_ood\.$"):
+    with pytest.raises(
+        ValueError, match=r"^no generation_eval_split is one of the evaluation splits; .*: test, test_ood\.$"
+    ):
         GenerationEvalCallback(trainer, 10)
     with pytest.raises(ValueError, match=r"^generation_eval_split 'validation' is not one of the evaluation splits"):
         GenerationEvalCallback(trainer, 10, split="validation")

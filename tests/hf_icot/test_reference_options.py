@@ -36,7 +36,6 @@ def test_max_len_train_skips_long_batches_counts_them_and_leaves_weights_alone(t
     import torch
 
     from hf_icot.data.tokenization import build_word_level_tokenizer
-    from hf_icot.training.checkpoints import CheckpointedTrainer
     from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 

@@ -80,7 +80,8 @@ def test_a_head_removed_during_training_is_recorded_and_costs_nothing_in_the_fin
 
 
 def test_stop_after_transition_stops_the_fraction_of_tau_after_it() -> None:
-    stop = _recipe().StopAfterTransition
+    from hf_icot.diagnostics import StopAfterTransition as stop
+
     diagnostics = SimpleNamespace(
         rows=[{"step": s, "candidate_loss": 1.0 if s < 100 else 0.1} for s in range(0, 200, 10)]
     )
@@ -143,8 +144,11 @@ def test_the_study_schedule_config_is_the_same_setting_with_warm_up_cosine_and_c
         (["--hessian_interval", "-2"], r"^hessian_interval=-2 is not allowed"),
         (["--measurements", "loss"], r"^measurement 'loss' is unknown; allowed: z_shuffle_gap"),
         (["--task_args", '{"k": 40}'], r"^k=40 targets cannot start with distinct characters"),
-        (["--ablate_heads", "2:0"], r"^head \(layer=2, head=0\) is outside the model; it has layers 0\.\.1 and heads "
-                                    r"0\.\.1\.$"),
+        (
+            ["--ablate_heads", "2:0"],
+            r"^head \(layer=2, head=0\) is outside the model; it has layers 0\.\.1 and heads "
+            r"0\.\.1\.$",
+        ),
         (["--ablate_heads", "0,1"], r"^head '0,1' is not 'layer:head'"),
         (["--ablate_from_step", "5"], r"^ablate_from_step=5 is not allowed; give a step >= 0, with --ablate_heads\.$"),
     ],

@@ -87,6 +87,15 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
         _write(runs, "c_mixture_n30_k8", seed, _mlp(1.0 if seed < 4 else 0.9))
         _write(runs, "c_curriculum_n30_k8", seed, _mlp(0.8))
     _analysis().main(["--runs", str(runs), "--out", str(out)])
+    assert _ledger(out)["A10"]["verdict"] == "pending"  # GPT-2 is one of A10's models: its runs are not in yet
+    assert "gpt2_no_cot 0/3" in _ledger(out)["A10"]["ours"]
+    for seed in range(3):  # GPT-2 from scratch: its implicit EM is 0 by construction, its padded accuracy is the log's
+        for name in ("gpt2_log_icot", "gpt2_stepwise", "gpt2_no_cot"):
+            _write(runs, name, seed, _transformer(0.0))
+            log = json.loads((runs / f"{name}_s{seed}" / "training_log.json").read_text())
+            log.append({"step": 5, "eval_answer_acc_no_cot": 1.0 if name == "gpt2_stepwise" and seed < 2 else 0.5})
+            (runs / f"{name}_s{seed}" / "training_log.json").write_text(json.dumps(log))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
     # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
@@ -95,12 +104,16 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     # every seed's log spikes (2.0 > 0.01 ... ) but the stage-1 validation loss 0.3 < 0.5: drop holds everywhere
     assert ledger["B4"]["verdict"] == "agree"
     assert ledger["A9"]["verdict"] == "agree" and ledger["A9"]["ours"].startswith("n = 30, k = 8")
-    assert ledger["A10"]["verdict"] == "agree"
+    assert ledger["A10"]["verdict"] == "agree" and "gpt2_stepwise: 2/3 vs end to end 0/3" in ledger["A10"]["ours"]
+    assert "GPT-2 (Adam): gpt2_log_icot 0/3, gpt2_stepwise 2/3" in ledger["B3"]["ours"]
     assert ledger["A8"]["verdict"] == "disagree" and ledger["A8"]["ours"].startswith("0/10 seeds internalize")
     seeds = (out / "seeds.md").read_text()
     assert "| a_paper_log_icot | 10 | 8/10 |" in seeds
     children = (out / "children.md").read_text()
     assert "| a_paper_log_icot | 3 | 2 | 2 2 2 2 2 2 2 2 0 0 | 0.800 |" in children
+    per_seed = list(csv.DictReader((out / "a_paper_log_icot_seeds.csv").open()))
+    assert len(per_seed) == 10 and per_seed[0]["validation loss after each step"] == "0.010 0.300 0.400 0.500 0.600"
+    assert per_seed[0]["children found per layer"] == "8/8 4/4 2/2 1/1" and per_seed[-1]["success"] == "False"
     mlp = (out / "mlp.md").read_text()
     assert "| curriculum | 30 | 8 | 5 |" in mlp and "| e2e | 40 | 8 | 3 |" in mlp
     for png in ("loss_a_paper_log_icot.png", "attention_a_paper_log_icot_s0.png"):
@@ -127,3 +140,31 @@ def test_no_records_is_one_sentence(tmp_path):
         assert str(stop) == f"error: no finished run records under {tmp_path / 'runs'}; run the sweep first."
     else:
         raise AssertionError("no error")
+
+
+def test_first_step_names_the_nodes_whose_children_scores_split_or_lose(tmp_path):
+    import torch
+
+    from datasets_builder import registry
+    from datasets_builder.tasks.parity import secret_support
+    from hf_icot.modeling.theory.inspection import node_children
+    from hf_icot.modeling.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
+
+    first_step = load_script(REPO / "results" / "parity" / "first_step.py", "parity_first_step")
+    model = LogICoTParityModel(LogICoTParityConfig(n_bits=8, k=4, vocab_size=8))
+    support = secret_support(registry.make_params("parity", n_bits=8, k=4, seed=5, **first_step.SIZES))
+    tree = node_children("log_icot_parity", 8, 4, support)
+    levels = tree_levels(8, 4).tolist()
+    with torch.no_grad():
+        for node, children in tree.items():
+            for child in children:
+                model.layers[levels[node] - 1].w_kq_pos[node, child] = 8.0  # exact: both children at 8, others at 0
+        split, wrong = sorted(n for n in tree if levels[n] == 1)
+        model.layers[0].w_kq_pos[split, tree[split][1]] = 7.0
+        intruder = next(j for j in range(8) if j not in tree[wrong])
+        model.layers[0].w_kq_pos[wrong, intruder] = 8.0
+    rows = first_step.node_rows(model, seed=5)
+    assert [(r["layer"], r["node"], r["kind"], r["child scores"], r["best other score"]) for r in rows] == [
+        (1, split, "split", "8 7", "0"),
+        (1, wrong, "wrong", "8 8", "8"),
+    ]
