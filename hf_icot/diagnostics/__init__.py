@@ -5,8 +5,9 @@
 * :mod:`~hf_icot.diagnostics.generation_eval` — generation exact match against training examples seen, with an
   optional stop at a bar (``GenerationEvalCallback``; ``generation_eval_steps`` in an ICoT config turns it on).
 * The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.tokenized`):
-  :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ; :class:`StopAfterTransition` and :class:`StopBelowLoss` end a run after it),
-  :func:`selector_attention`, :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
+  :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ;
+  :class:`StopAfterTransition` and :class:`StopBelowLoss` end a run after it), :func:`selector_attention`,
+  :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
   all of them during training through :class:`LearningDynamicsCallback`; :class:`HeadAblationCallback` trains with
   chosen heads removed (:mod:`~hf_icot.diagnostics.training_ablation`).
 * :mod:`~hf_icot.diagnostics.probes` — linear probes of a labelled quantity in each layer's hidden states
@@ -32,14 +33,14 @@ from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_ga
 
 __all__ = [
     "MEASUREMENTS",
-    "StopAfterTransition",
-    "StopBelowLoss",
     "CandidateLoss",
     "GenerationEvalCallback",
     "GroupAccuracy",
     "HeadAblationCallback",
     "HessianExtremes",
     "LearningDynamicsCallback",
+    "StopAfterTransition",
+    "StopBelowLoss",
     "ZShuffleGap",
     "ablate_head",
     "attention_output_projections",

@@ -93,8 +93,12 @@ def explicit(run: dict[str, Any]) -> float | None:
     return metrics.get("test/explicit/answer_em")
 
 
+def succeeded(run: dict[str, Any]) -> bool:
+    return (implicit(run) or 0) >= SUCCESS
+
+
 def successes(group: list[dict[str, Any]]) -> int:
-    return sum((implicit(run) or 0) >= SUCCESS for run in group)
+    return sum(succeeded(run) for run in group)
 
 
 def seed_rows(groups: Groups) -> list[dict[str, Any]]:
@@ -193,7 +197,7 @@ def per_seed_rows(group: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "seed": run["seed"],
                 "test implicit EM": fmt(implicit(run)),
-                "success": (implicit(run) or 0) >= SUCCESS,
+                "success": succeeded(run),
                 "validation loss after each step": losses,
                 "no-CoT validation accuracy after each step": no_cot,
                 "children found per layer": " ".join(f"{x['found']}/{x['nodes']}" for x in layers),
@@ -287,7 +291,7 @@ def verdict_a8(groups: Groups) -> dict[str, Any] | None:
     model_b = groups.get("b_paper_stepwise", [])
     if not model_b:
         return None
-    won = sum((implicit(run) or 0) >= SUCCESS and (explicit(run) or 0) >= SUCCESS for run in model_b)
+    won = sum(succeeded(run) and (explicit(run) or 0) >= SUCCESS for run in model_b)
     (e2e, e2e_n), (zero, zero_n) = rate(groups, "b_paper_no_cot"), rate(groups, "b_paper_zero_reads")
     ours = (
         f"{won}/{len(model_b)} seeds internalize; end to end {e2e}/{e2e_n}; "
@@ -400,10 +404,10 @@ def main(argv: list[str] | None = None) -> None:
     write_table(children_rows(groups), args.out, "children")
     write_table(mlp_rows(groups), args.out, "mlp")
     if "a_paper_log_icot" in groups:
-        write_table(stage_rows(groups["a_paper_log_icot"]), args.out, "stages")
-        write_table(per_seed_rows(groups["a_paper_log_icot"]), args.out, "a_paper_log_icot_seeds")
         group = groups["a_paper_log_icot"]
-        plot_losses(group, [run for run in group if (implicit(run) or 0) >= SUCCESS], args.out, "a_paper_log_icot")
+        write_table(stage_rows(group), args.out, "stages")
+        write_table(per_seed_rows(group), args.out, "a_paper_log_icot_seeds")
+        plot_losses(group, [run for run in group if succeeded(run)], args.out, "a_paper_log_icot")
     for name in ("a_paper_log_icot", "b_paper_stepwise"):
         first = min(groups.get(name, []), key=lambda run: run["seed"], default=None)
         if first and first["attention"]:

@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     second, claim_runs = regime.sweep_runs(runs), second_claims.claim_runs(runs)
-    pilots = [run for run in runs if run["sweep_run"].startswith(second_claims.PILOT_PREFIX)]
+    pilots = second_claims.pilot_runs(runs)
     runs = [run for run in runs if run not in second + claim_runs + pilots]  # the first round reads its own
     found = regime.points(second)
     regime_table = write_table(regime.table_rows(found), out, "regime", cell=fmt)

@@ -11,17 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from semiautomata_runs import accuracy, chance, mean, ood_splits, select
+from semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
 
 from hf_icot.studies.report import error_bars, pyplot, save_figure
-from hf_icot.studies.statistics import Summary, difference, summarize
+from hf_icot.studies.statistics import Summary, difference
 
 PREFIX = "claim_"
 #: exploratory runs (``pilot_...``): tabled beside the claims, never read by a rule
 PILOT_PREFIX = "pilot_"
 MIN_SEEDS = 3
-#: a bound met to within float rounding is met (means of 300-example accuracies: 0.95 - 0.90 >= 0.05 is False)
-EPS = 1e-9
 #: A5's learning-rate grid and the base learning rate (the base config's): the left curriculum at depth 4 and 1e-3 is
 #: A3's run, shared by A4-A8
 LEARNING_RATES = (3e-4, 1e-3, 3e-3)
@@ -35,9 +33,8 @@ def claim_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [run for run in runs if run["sweep_run"].startswith(PREFIX)]
 
 
-def _summary(values: list[float | None]) -> Summary | None:
-    values = [v for v in values if v is not None]
-    return summarize(values) if values else None
+def pilot_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [run for run in runs if run["sweep_run"].startswith(PILOT_PREFIX)]
 
 
 def _text(summary: Summary | None) -> str:
@@ -101,7 +98,7 @@ def groups_at(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], poi
 def a1(groups: dict) -> dict[str, Any]:
     cot = groups["full CoT"]
     splits = ["test", *sorted({s for run in cot for s in ood_splits(run)})]
-    found = {split: _summary([accuracy(run, split, "explicit") for run in cot]) for split in splits}
+    found = {split: summary_of([accuracy(run, split, "explicit") for run in cot]) for split in splits}
     found = {split: s for split, s in found.items() if s is not None}
     if not found:
         return _result("pending", {"full CoT": cot}, "no full-CoT run at the chosen regime yet")
@@ -117,7 +114,7 @@ def a3(groups: dict) -> dict[str, Any]:
     if not ids:
         return _result("pending", {"left curriculum": left}, "no left-curriculum run yet")
     drop = _diff(ids, oods)
-    above_chance = _summary([_above_chance(run) for run in left])
+    above_chance = summary_of([_above_chance(run) for run in left])
     if mean(ids) < 0.90 - EPS:
         verdict = "inconclusive"
     elif _above(drop, 0.05):
@@ -126,7 +123,7 @@ def a3(groups: dict) -> dict[str, Any]:
         verdict = "disagree"
     else:
         verdict = "inconclusive"
-    ours = (f"left curriculum implicit ID {_text(_summary(ids))}, mean OOD {_text(_summary(oods))}, ID - OOD "
+    ours = (f"left curriculum implicit ID {_text(summary_of(ids))}, mean OOD {_text(summary_of(oods))}, ID - OOD "
             f"{_text(drop)}; OOD - majority chance {_text(above_chance)}")  # fmt: skip
     return _result(verdict, {"left curriculum": left}, ours)
 
@@ -154,7 +151,7 @@ def a4(groups: dict) -> dict[str, Any]:
     winner = _compare(_ids(left), _ids(right)) or _compare(_oods(left), _oods(right))
     verdict = {"first": "agree", "second": "disagree"}.get(winner, "inconclusive")
     ours = "; ".join(
-        f"{name} ID {_text(_summary(_ids(g)))}, OOD {_text(_summary(_oods(g)))}"
+        f"{name} ID {_text(summary_of(_ids(g)))}, OOD {_text(summary_of(_oods(g)))}"
         for name, g in (("left", left), ("right", right), ("inductive", inductive))
     )
     ours += f"; left - right ID {_text(_diff(_ids(left), _ids(right)))}"
@@ -175,7 +172,7 @@ def a5(groups: dict) -> dict[str, Any]:
         return _result("pending", grid, "no run of one of the shapes yet")
     shallow, deep = (_ids(groups[f"depth {d}, lr {best[d]:g}"]) for d in DEPTHS)
     verdict = {"first": "agree", "second": "disagree"}.get(_compare(shallow, deep), "inconclusive")
-    ours = "; ".join(f"depth {d} best at lr {best[d]:g}: ID {_text(_summary(_ids(groups[f'depth {d}, lr {best[d]:g}'])))}"
+    ours = "; ".join(f"depth {d} best at lr {best[d]:g}: ID {_text(summary_of(_ids(groups[f'depth {d}, lr {best[d]:g}'])))}"
                      for d in DEPTHS)  # fmt: skip
     return _result(verdict, grid, f"{ours}; difference {_text(_diff(shallow, deep))}")
 
@@ -190,8 +187,8 @@ def a6(groups: dict) -> dict[str, Any]:
         verdict = "disagree"
     else:
         verdict = "inconclusive"
-    ours = (f"composite (C14, C15) ID {_text(_summary(_ids(composites)))}, OOD {_text(_summary(_oods(composites)))}; "
-            f"prime (C13, C17) ID {_text(_summary(_ids(primes)))}, OOD {_text(_summary(_oods(primes)))}; composite - "
+    ours = (f"composite (C14, C15) ID {_text(summary_of(_ids(composites)))}, OOD {_text(summary_of(_oods(composites)))}; "
+            f"prime (C13, C17) ID {_text(summary_of(_ids(primes)))}, OOD {_text(summary_of(_oods(primes)))}; composite - "
             f"prime ID {_text(_diff(_ids(composites), _ids(primes)))}, OOD "
             f"{_text(_diff(_oods(composites), _oods(primes)))}")  # fmt: skip
     return _result(verdict, {f"C{m} group": groups[f"C{m} group"] for m in PRIMES + COMPOSITES}, ours)
@@ -210,9 +207,9 @@ def a7(groups: dict, length: int) -> dict[str, Any]:
         verdict = "disagree"
     else:
         verdict = "inconclusive"
-    ours = (f"mixture hint=0 ID {_text(_summary(_ids(mixture, 'hint=0')))} vs left {_text(_summary(_ids(left)))} "
+    ours = (f"mixture hint=0 ID {_text(summary_of(_ids(mixture, 'hint=0')))} vs left {_text(summary_of(_ids(left)))} "
             f"(difference {_text(on_id)}); mixture full CoT (hint={length}) OOD "
-            f"{_text(_summary(_oods(mixture, f'hint={length}')))} vs left {_text(_summary(_oods(left)))} "
+            f"{_text(summary_of(_oods(mixture, f'hint={length}')))} vs left {_text(summary_of(_oods(left)))} "
             f"(difference {_text(on_ood)})")  # fmt: skip
     return _result(verdict, {"left": left, "mixture": mixture}, ours)
 
@@ -307,11 +304,11 @@ def table_rows(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], po
     for name, group in groups_at(runs, regime_runs, point).items():
         mode = {"full CoT": "explicit", "mixture (hints)": "hint=0"}.get(name)
         row = {"group": name, "seeds": len(group), "mode": mode or "implicit",
-               "ID": _text(_summary(_ids(group, mode))), "mean OOD": _text(_summary(_oods(group, mode)))}  # fmt: skip
+               "ID": _text(summary_of(_ids(group, mode))), "mean OOD": _text(summary_of(_oods(group, mode)))}  # fmt: skip
         if name == "mixture (hints)":
             full = f"hint={point['T']}"
-            row["mode"] = (f"hint=0 (full CoT {full}: ID {_text(_summary(_ids(group, full)))}, "
-                           f"OOD {_text(_summary(_oods(group, full)))})")  # fmt: skip
+            row["mode"] = (f"hint=0 (full CoT {full}: ID {_text(summary_of(_ids(group, full)))}, "
+                           f"OOD {_text(summary_of(_oods(group, full)))})")  # fmt: skip
         rows.append(row)
     return rows
 
@@ -327,15 +324,15 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
                ("inductive\ncurriculum", "inductive curriculum", None), ("mixture\nhint=0", "mixture (hints)", "hint=0"),
                (f"mixture\n{full}", "mixture (hints)", full)]  # fmt: skip
     x = list(range(len(columns)))
-    error_bars(axes[0], x, [_summary(_ids(groups[name], mode)) for _, name, mode in columns], label="ID (test)",
+    error_bars(axes[0], x, [summary_of(_ids(groups[name], mode)) for _, name, mode in columns], label="ID (test)",
                linestyle="none")  # fmt: skip
-    error_bars(axes[0], [v + 0.15 for v in x], [_summary(_oods(groups[name], mode)) for _, name, mode in columns],
+    error_bars(axes[0], [v + 0.15 for v in x], [summary_of(_oods(groups[name], mode)) for _, name, mode in columns],
                label="mean OOD (biased inputs)", marker="s", linestyle="none")  # fmt: skip
     axes[0].set_xticks(x, [label for label, _, _ in columns], fontsize=7)
     axes[0].set(title="A1, A3, A4, A7: each regime", ylabel="answer exact match", ylim=(0, 1.05))
     for depth, marker in zip(DEPTHS, "os", strict=True):
         error_bars(axes[1], list(LEARNING_RATES),
-                   [_summary(_ids(groups[f"depth {depth}, lr {lr:g}"])) for lr in LEARNING_RATES],
+                   [summary_of(_ids(groups[f"depth {depth}, lr {lr:g}"])) for lr in LEARNING_RATES],
                    label=f"depth {depth}", marker=marker)  # fmt: skip
     axes[1].set(title="A5: one budget, two shapes (left, implicit ID)", xlabel="learning rate", xscale="log",
                 ylabel="implicit ID exact match", ylim=(0, 1.05))  # fmt: skip
@@ -343,9 +340,9 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
     axes[1].minorticks_off()
     moduli = PRIMES + COMPOSITES
     error_bars(
-        axes[2], list(moduli), [_summary(_ids(groups[f"C{m} group"])) for m in moduli], label="ID", linestyle="none"
+        axes[2], list(moduli), [summary_of(_ids(groups[f"C{m} group"])) for m in moduli], label="ID", linestyle="none"
     )
-    error_bars(axes[2], [m + 0.2 for m in moduli], [_summary(_oods(groups[f"C{m} group"])) for m in moduli],
+    error_bars(axes[2], [m + 0.2 for m in moduli], [summary_of(_oods(groups[f"C{m} group"])) for m in moduli],
                label="mean OOD", marker="s", linestyle="none")  # fmt: skip
     axes[2].set_xticks(list(moduli), [f"C{m}\n{'prime' if m in PRIMES else 'composite'}" for m in moduli])
     axes[2].set(title="A6: prime vs composite groups (left, implicit)", ylabel="answer exact match", ylim=(0, 1.05))

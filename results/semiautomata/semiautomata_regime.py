@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from semiautomata_runs import accuracy, chance, mean, ood_splits, select
+from semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
 
 from hf_icot.studies.report import error_bars, pyplot, save_figure
-from hf_icot.studies.statistics import Summary, difference, summarize
+from hf_icot.studies.statistics import Summary, difference
 
 PREFIX = "regime_"
 #: rule R (claims.csv): full CoT near-perfect, end to end at least this far below it
@@ -44,8 +44,8 @@ def points(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         e2e = select(runs, automaton=automaton, T=length, regime="end to end")
         point = {"automaton": automaton, "T": length, "cot_seeds": len(cot), "e2e_seeds": len(e2e)}
         for name, group in (("cot", cot), ("e2e", e2e)):
-            point[f"{name}_id"] = _summary([accuracy(run, "test") for run in group])
-            point[f"{name}_ood"] = _summary([mean([accuracy(run, s) for s in ood_splits(run)]) for run in group])
+            point[f"{name}_id"] = summary_of([accuracy(run, "test") for run in group])
+            point[f"{name}_ood"] = summary_of([mean([accuracy(run, s) for s in ood_splits(run)]) for run in group])
         ids = [[accuracy(run, "test") for run in group] for group in (cot, e2e)]
         point["gap"] = difference(*ids) if all(ids) else None
         point["chance"] = mean([chance(run, "test") for run in cot + e2e])
@@ -53,11 +53,6 @@ def points(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         point["wall_s"] = None if wall is None else round(wall)
         found.append(point)
     return found
-
-
-def _summary(values: list[float | None]) -> Summary | None:
-    values = [value for value in values if value is not None]
-    return summarize(values) if values else None
 
 
 def _text(summary: Summary | None) -> str:
@@ -91,7 +86,7 @@ def chosen(found: list[dict[str, Any]]) -> dict[str, Any] | None:
     for point in found:  # already cheapest first
         if not complete(point):
             return None
-        if point["cot_id"].mean >= FULL_COT_BAR - 1e-9 and point["gap"].mean >= GAP - 1e-9:
+        if point["cot_id"].mean >= FULL_COT_BAR - EPS and point["gap"].mean >= GAP - EPS:
             return point
     return None
 
@@ -106,7 +101,10 @@ def verdict_r(found: list[dict[str, Any]]) -> dict[str, Any]:
     missing = [f"{p['automaton']} T={p['T']}" for p in found if not complete(p)]
     seeds = sum(p["cot_seeds"] + p["e2e_seeds"] for p in found)
     if point is None:
-        ours = f"no point is chosen yet (the cheapest that meets the rule, once every cheaper one has its seeds); end to end within {SHORTCUT} of full CoT at: {shortcut}"
+        ours = (
+            "no point is chosen yet (the cheapest that meets the rule, once every cheaper one has its seeds); "
+            f"end to end within {SHORTCUT} of full CoT at: {shortcut}"
+        )
         if missing:
             ours += f"; short of {MIN_SEEDS} seeds: {', '.join(missing)}"
         return {"verdict": "pending" if missing else "inconclusive", "seeds": seeds, "ours": ours}

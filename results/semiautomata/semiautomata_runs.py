@@ -10,10 +10,13 @@ import numpy as np
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.report import read_json
+from hf_icot.studies.statistics import Summary, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 
 #: Two accuracies differ when they are this far apart (about 2 standard errors of a 500-example split near 0.5).
 MARGIN = 0.05
+#: A bound met to within float rounding is met (means of 300-example accuracies: 0.95 - 0.90 >= 0.05 is False).
+EPS = 1e-9
 #: "Near-perfect" and "high" accuracy.
 HIGH = 0.95
 GOOD = 0.9
@@ -124,6 +127,12 @@ def result_row(run: dict[str, Any]) -> dict[str, Any]:
 
 def select(runs: list[dict[str, Any]], **wanted: Any) -> list[dict[str, Any]]:
     return [run for run in runs if all(run[key] == value for key, value in wanted.items())]
+
+
+def summary_of(values: list[float | None]) -> Summary | None:
+    """The values' :class:`~hf_icot.studies.statistics.Summary` over seeds, the missing ones left out (None if none)."""
+    values = [value for value in values if value is not None]
+    return summarize(values) if values else None
 
 
 def mean(values: list[float | None]) -> float | None:
