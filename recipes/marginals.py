@@ -36,6 +36,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hf_icot.diagnostics.candidates import diagnostic_rows
+from hf_icot.diagnostics.learning_dynamics import check_measurements
 from hf_icot.diagnostics.transition import StopAfterTransition, StopBelowLoss, transition_step
 from hf_icot.training.command_line import parse_config, parse_mapping
 from hf_icot.training.config import RunArguments
@@ -130,36 +132,6 @@ class MarginalsArguments:
             raise ValueError(
                 f"stop_after_tau={self.stop_after_tau} is not allowed; give a fraction >= 0 or leave it unset."
             )
-
-
-#: The measurements each direction cannot make: no selector in the question, or K candidates that coincide.
-UNMEASURABLE = {
-    "b_to_a": ("z_shuffle_gap", "selector_attention"),
-    "az_to_b": ("candidate_loss",),
-    "a_to_b": ("z_shuffle_gap", "selector_attention", "candidate_loss"),
-}
-
-
-def check_measurements(direction: str, measurements: list[str]) -> None:
-    """Raise ValueError when ``measurements`` asks for one that ``direction`` cannot make (:data:`UNMEASURABLE`)."""
-    refused = [m for m in measurements if m in UNMEASURABLE.get(direction, ())]
-    if refused:
-        kept = [m for m in measurements if m not in refused] or ["group_accuracy"]
-        raise ValueError(
-            f"direction {direction!r} cannot measure {', '.join(refused)} (no selector in its question, or K "
-            f"candidates that coincide); give --measurements {' '.join(kept)}."
-        )
-
-
-def diagnostic_rows(encoded: Any, n_examples: int, k: int) -> Any:
-    """The rows of the first ``ceil(n_examples / k)`` bases of ``encoded``: whole bases, so that each row's K
-    candidate answers are all present."""
-    wanted: set[str] = set()
-    for group in encoded["group"]:
-        if len(wanted) * k >= n_examples:
-            break
-        wanted.add(group)
-    return encoded.filter(lambda row: row["group"] in wanted, desc="diagnostic bases")
 
 
 def run_record(

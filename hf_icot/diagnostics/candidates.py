@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -182,3 +182,14 @@ def group_accuracy(
         solved_fraction=float(np.mean(accuracy >= threshold)),
         threshold=threshold,
     )
+
+
+def diagnostic_rows(encoded: Any, n_examples: int, k: int) -> Any:
+    """The rows of the first ``ceil(n_examples / k)`` bases of ``encoded``: whole bases, so that each row's K
+    candidate answers are all present."""
+    wanted: set[str] = set()
+    for group in encoded["group"]:
+        if len(wanted) * k >= n_examples:
+            break
+        wanted.add(group)
+    return encoded.filter(lambda row: row["group"] in wanted, desc="diagnostic bases")

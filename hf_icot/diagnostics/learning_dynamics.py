@@ -40,6 +40,24 @@ from hf_icot.training.runtime import log_from_callback
 
 MEASUREMENTS = ("z_shuffle_gap", "candidate_loss", "group_accuracy", "selector_attention", "head_ablation")
 
+#: The measurements each direction cannot make: no selector in the question, or K candidates that coincide.
+UNMEASURABLE = {
+    "b_to_a": ("z_shuffle_gap", "selector_attention"),
+    "az_to_b": ("candidate_loss",),
+    "a_to_b": ("z_shuffle_gap", "selector_attention", "candidate_loss"),
+}
+
+
+def check_measurements(direction: str, measurements: list[str]) -> None:
+    """Raise ValueError when ``measurements`` asks for one that ``direction`` cannot make (:data:`UNMEASURABLE`)."""
+    refused = [m for m in measurements if m in UNMEASURABLE.get(direction, ())]
+    if refused:
+        kept = [m for m in measurements if m not in refused] or ["group_accuracy"]
+        raise ValueError(
+            f"direction {direction!r} cannot measure {', '.join(refused)} (no selector in its question, or K "
+            f"candidates that coincide); give --measurements {' '.join(kept)}."
+        )
+
 
 class LearningDynamicsCallback(TrainerCallback, ExportableState):
     """Measure the learning dynamics on fixed examples during training (see the module docstring).

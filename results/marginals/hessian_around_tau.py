@@ -41,12 +41,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
-    from marginals import diagnostic_rows
     from marginals_layout import encode_answer_only
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from datasets_builder import build_dataset
     from hf_icot.diagnostics import hessian_curvature_along, hessian_extremes
+    from hf_icot.diagnostics.candidates import diagnostic_rows
 
     run = Path(args.run)
     record = json.loads((run / "run.json").read_text(encoding="utf-8"))
