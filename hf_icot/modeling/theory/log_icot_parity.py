@@ -141,15 +141,17 @@ class TreeAttentionLayer(nn.Module):
         """(T+1, T+1) W^KQ: the trainable positional block, zeros for every entry touching the value coordinate."""
         return F.pad(self.w_kq_pos, (0, 1, 0, 1))  # the fixed part is zeros, built here, never a parameter
 
-    def attention(self, embedding: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        scores = embedding @ self.key_query_matrix() @ embedding.transpose(1, 2)  # (B, T, T)
-        scores = scores.masked_fill(~allowed, float("-inf"))
+    def attention(self, allowed: torch.Tensor) -> torch.Tensor:
+        """(T, T) attention of this level's rows. The scores E W^KQ E^T reduce to the trained positional block,
+        because W^KQ is zero wherever it touches the value coordinate: they are the same for every sequence, so the
+        softmax is taken once, not once per example (the same numbers as the per-example (B, T, T) form)."""
+        scores = self.w_kq_pos.masked_fill(~allowed, float("-inf"))  # (T, T): e_i W^KQ e_j for positions i, j
         # Rows with nothing allowed (bits, separators) would be all -inf; they are gated out, so make them finite.
         return torch.softmax(scores.masked_fill(~allowed.any(-1, keepdim=True), 0.0), dim=-1)
 
-    def forward(self, h: torch.Tensor, embedding: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        attention = self.attention(embedding, allowed)  # (B, T, T)
-        mean = (attention @ h[..., None])[..., 0]  # (B, T): fixed value map, the scalar state of each position
+    def forward(self, h: torch.Tensor, allowed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        attention = self.attention(allowed)  # (T, T), shared by the batch
+        mean = h @ attention.T  # (B, T): fixed value map, the scalar state of each position
         return phi(mean), attention
 
 
@@ -187,19 +189,16 @@ class LogICoTParityModel(PreTrainedModel, GenerationMixin):
 
     def compute(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
         """The canonical computation on (B, T) ids: node predictions z (B, T), final states h (B, T) and each layer's
-        attention (L, B, T, T)."""
+        attention (L, T, T), the same for every sequence (see :meth:`TreeAttentionLayer.attention`)."""
         c = self.config
         x = token_values(ids, c.zero_token_id, c.one_token_id)  # (B, T)
         padded = ids == c.placeholder_token_id  # (B, T)
-        B, T = ids.shape
         levels = tree_levels(c.n_bits, c.k).to(ids.device)  # (T,)
         allowed_all = level_mask(levels)  # (T, T)
-        positions = torch.eye(T, device=ids.device)
-        embedding = torch.cat([positions.expand(B, T, T), x[..., None]], dim=-1)  # (B, T, T+1)
         h, z, maps = x, torch.zeros_like(x), []
         for level, layer in enumerate(self.layers, start=1):
             allowed = allowed_all & (levels == level)[:, None]  # (T, T) only this level's rows
-            out, attention = layer(h, embedding, allowed)  # (B, T), (B, T, T)
+            out, attention = layer(h, allowed)  # (B, T), (T, T)
             node = levels == level  # (T,)
             z = torch.where(node, out, z)
             h = torch.where(node & padded, out, h)  # gate: a padded level-l node takes the layer's value
