@@ -10,6 +10,7 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow.compute as pc
 import torch
 
 from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
@@ -25,6 +26,7 @@ from hf_icot.data.encoding import (
     space_tokens,
     token_id,
 )
+from hf_icot.data.row_checks import arrow_table
 
 
 @dataclass
@@ -204,11 +206,14 @@ class ICoTCollator:
         if max_length is None:
             return prepared, 0
         extra = 3 + (1 if layout is not None and layout.hint else 0)  # two <eos> separators, the final <eos>, the hint
-        lengths = [
-            len(q) + n + len(a) + extra
-            for q, n, a in zip(prepared["question_ids"], prepared["n_cot_tokens"], prepared["answer_ids"])
-        ]
-        too_long_rows = [i for i, length in enumerate(lengths) if length > max_length]
+        table = arrow_table(prepared)  # whole columns: a Python dict per row costs minutes on millions of rows
+        lengths = (
+            pc.list_value_length(table.column("question_ids")).to_numpy()
+            + table.column("n_cot_tokens").to_numpy()
+            + pc.list_value_length(table.column("answer_ids")).to_numpy()
+            + extra
+        )
+        too_long_rows = np.flatnonzero(lengths > max_length).tolist()
         if too_long_rows and too_long == "error":
             row = too_long_rows[0]
             raise ValueError(
@@ -216,8 +221,7 @@ class ICoTCollator:
                 f"model's context of {max_length}; shorten it, use a longer-context model, or set too_long='skip'."
             )
         if too_long_rows:
-            keep = sorted(set(range(len(prepared))) - set(too_long_rows))
-            prepared = prepared.select(keep)
+            prepared = prepared.select(np.flatnonzero(lengths <= max_length))
         return prepared, len(too_long_rows)
 
     def require_tokens(self, tokens: Sequence[str]) -> None:

@@ -26,9 +26,19 @@ def _first(mask: pa.ChunkedArray | pa.Array) -> int | None:
     return int(pc.index(mask, True).as_py())
 
 
-def _table(split: Any) -> pa.Table:
-    """The rows of ``split`` in order, as Arrow (a select or shuffle applied; no copy without one)."""
+def arrow_table(split: Any) -> pa.Table:
+    """The rows of ``split`` (a ``datasets.Dataset``) in order, as Arrow (a select or shuffle applied; no copy
+    without one): reading a column from here costs one Arrow pass, not a Python dict per row."""
     return split.with_format("arrow")[:]
+
+
+def column_words(table: pa.Table, column: str) -> list[str]:
+    """The distinct space-separated words of a text column, or of a list-of-text column (``cot``)."""
+    values = table.column(column)
+    if pa.types.is_list(values.type) or pa.types.is_large_list(values.type):
+        values = pc.list_flatten(values)
+    words = pc.unique(pc.list_flatten(pc.utf8_split_whitespace(values))).to_pylist()
+    return [word for word in words if word]  # Arrow keeps an empty word at a leading or trailing space; str.split not
 
 
 def _where(split: str, row: int, column: str) -> str:
@@ -51,7 +61,7 @@ def check_rows(dataset: Mapping[str, Any]) -> None:
             )
         if not len(split):
             continue
-        table = _table(split)
+        table = arrow_table(split)
         for column in REQUIRED:  # load_dataset fills a column one split's files lack with nulls
             if table.column(column).null_count == len(table):
                 missing.append(column)
@@ -102,13 +112,9 @@ def check_words(dataset: Mapping[str, Any], tokenizer: Any) -> None:
         return
     vocabulary = tokenizer.get_vocab()
     for name, split in dataset.items():
-        table = _table(split)
+        table = arrow_table(split)
         for column in REQUIRED:
-            values = table.column(column)
-            if column == "cot":
-                values = pc.list_flatten(values)
-            words = pc.unique(pc.list_flatten(pc.utf8_split_whitespace(values))).to_pylist()
-            unknown = {word for word in words if word not in vocabulary}
+            unknown = {word for word in column_words(table, column) if word not in vocabulary}
             if not unknown:
                 continue
             for row, value in enumerate(table.column(column).to_pylist()):

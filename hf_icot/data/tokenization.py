@@ -16,27 +16,35 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from hf_icot.cot import ANSWER_PREFIX, PLACEHOLDER_TOKEN, hint_token
+from hf_icot.data.row_checks import arrow_table, column_words
 
 PAD_TOKEN = "<pad>"
 EOS_TOKEN = "<eos>"
 UNK_TOKEN = "<unk>"
 
 
-def _iter_examples(source: Any) -> Iterator[Mapping[str, Any]]:
-    """Examples from a Dataset, a DatasetDict (every split), an iterable of examples, or a list of any of these."""
+def _sources(source: Any) -> Iterator[Any]:
+    """Whole ``datasets.Dataset`` splits and single examples from a Dataset, a DatasetDict (every split), an iterable
+    of examples, or a list of any of these."""
     if isinstance(source, Mapping) and "question" in source:
         yield source
     elif isinstance(source, (datasets.DatasetDict, Mapping)):
         for split in source.values():
-            yield from _iter_examples(split)
+            yield from _sources(split)
     elif isinstance(source, datasets.Dataset):
-        yield from source
+        yield source
     else:
         for item in source:
             if isinstance(item, Mapping) and "question" in item:
                 yield item
             else:
-                yield from _iter_examples(item)
+                yield from _sources(item)
+
+
+def _iter_examples(source: Any) -> Iterator[Mapping[str, Any]]:
+    """Examples from a Dataset, a DatasetDict (every split), an iterable of examples, or a list of any of these."""
+    for item in _sources(source):
+        yield from item if isinstance(item, datasets.Dataset) else (item,)
 
 
 def _texts(example: Mapping[str, Any]) -> Iterator[str]:
@@ -74,10 +82,16 @@ def build_word_level_tokenizer(
     """
     words: set[str] = {ANSWER_PREFIX, *extra_tokens}
     n_examples = 0
-    for example in _iter_examples(examples_or_datasets):
-        n_examples += 1
-        for text in _texts(example):
-            words.update(text.split())
+    for source in _sources(examples_or_datasets):
+        if isinstance(source, datasets.Dataset):  # whole Arrow columns: a split of millions of rows reads in seconds
+            n_examples += len(source)
+            if len(source):
+                table = arrow_table(source)
+                words.update(*(column_words(table, column) for column in ("question", "cot", "answer")))
+        else:
+            n_examples += 1
+            for text in _texts(source):
+                words.update(text.split())
     if n_examples == 0:
         raise ValueError("build_word_level_tokenizer got no examples; pass the task's dataset or a list of examples.")
     specials = [PAD_TOKEN, EOS_TOKEN, UNK_TOKEN, *_icot_special_words(max_hint_length)]

@@ -36,6 +36,7 @@ import logging
 import os
 from typing import Any
 
+import pyarrow.compute as pc
 import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_callback import ExportableState
@@ -44,6 +45,7 @@ from transformers.trainer_utils import has_length
 from hf_icot.curriculum import Schedule, schedule_from_dict
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.collator import ICoTCollator
+from hf_icot.data.row_checks import arrow_table
 from hf_icot.errors import NonFiniteLossError  # noqa: F401  (raised by SafeRunMixin.training_step; its old home)
 from hf_icot.modeling.sizing import context_length
 from hf_icot.training.answer_accuracy import AnswerAccuracyMixin
@@ -167,11 +169,12 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
             data_collator.require_tokens(self._inserted_tokens(train_dataset))
         # The extent of the training data's CoTs: schedules end their curriculum where the longest CoT is gone.
         self._max_cot_level = self._max_cot_tokens = self._max_cot_steps = None
-        if train_dataset is not None and "cot_level" in train_dataset.column_names:
-            self._max_cot_level = max((max(levels, default=0) for levels in train_dataset["cot_level"]), default=0)
-        if train_dataset is not None and len(train_dataset):
-            self._max_cot_tokens = max(train_dataset["n_cot_tokens"])
-            self._max_cot_steps = max(train_dataset["n_cot_steps"])
+        table = arrow_table(train_dataset) if train_dataset is not None else None  # whole columns, not a dict per row
+        if table is not None and "cot_level" in table.column_names:
+            self._max_cot_level = pc.max(pc.list_flatten(table.column("cot_level"))).as_py() or 0
+        if table is not None and table.num_rows:
+            self._max_cot_tokens = pc.max(table.column("n_cot_tokens")).as_py()
+            self._max_cot_steps = pc.max(table.column("n_cot_steps")).as_py()
 
         self._previous_step_without_cot = self._step_without_cot = False
         self._optimizer_resets = 0
