@@ -128,6 +128,7 @@ def chain_masks(n_bits: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
 class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
     """One-layer linear-attention parity model as a causal LM over hf_icot parity sequences (module docstring)."""
 
+    accepts_loss_kwargs = False  # a mean loss, blind to num_items_in_batch (why: LogICoTParityModel's)
     config_class = LinearAttentionParityConfig
     main_input_name = "input_ids"
     _supports_cache_class = False

@@ -158,6 +158,10 @@ class TreeAttentionLayer(nn.Module):
 class LogICoTParityModel(PreTrainedModel, GenerationMixin):
     """The Log-ICoT theory transformer as a causal LM over hf_icot parity sequences (see the module docstring)."""
 
+    # The loss is a mean over this micro-batch, blind to num_items_in_batch: without this, Trainer (which reads
+    # **kwargs in forward as taking it) would skip its division by the accumulation steps, and a step of G
+    # micro-batches would move the weights G times too far.
+    accepts_loss_kwargs = False
     config_class = LogICoTParityConfig
     main_input_name = "input_ids"
     _supports_cache_class = False

@@ -52,6 +52,7 @@ class ParityMLPConfig(PretrainedConfig):
 class ParityMLPForSequenceClassification(PreTrainedModel):
     """The mixture MLP (module docstring); ``forward(features, labels)`` with features (B, input_size)."""
 
+    accepts_loss_kwargs = False  # a mean loss, blind to num_items_in_batch (why: LogICoTParityModel's)
     config_class = ParityMLPConfig
     main_input_name = "features"
 

@@ -185,3 +185,25 @@ def test_rounding_a_model_without_attention_weights_is_one_sentence() -> None:
     weight = gpt2.transformer.h[0].attn.c_attn.weight
     assert torch.equal(weight * 2, torch.round(weight * 2))
     assert math.isclose(callback.grid, 0.5)
+
+
+@pytest.mark.parametrize(("model_type", "layout"), [("log_icot_parity", "tree"), ("linear_attention_parity", "chain")])
+def test_one_step_over_accumulated_micro_batches_is_the_step_over_the_whole_batch(
+    tmp_path, model_type, layout
+) -> None:
+    # The papers' algorithm at a large B needs gradient accumulation: 4 micro-batches of 24 must move the weights as
+    # one batch of 96 does (the models' mean loss must be divided by the 4 steps, not summed over them).
+    dataset = _data(layout)
+    weights = []
+    for batch, accumulation in ((96, 1), (24, 4)):
+        args = _args(tmp_path / f"b{batch}", schedule="full_cot", max_steps=1, optim="sgd", learning_rate=5.0,
+                     max_grad_norm=0.0, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                     train_sampling_strategy="sequential")  # fmt: skip (no clipping: it would hide the scale)
+        model, tokenizer = _model(model_type, args, dataset)
+        before = {name: p.detach().clone() for name, p in model.named_parameters()}
+        ICoTTrainer(model=model, args=args, train_dataset=dataset["train"], processing_class=tokenizer).train()
+        weights.append({name: p.detach() - before[name] for name, p in model.named_parameters()})
+    whole, accumulated = weights
+    assert any(update.abs().max() > 1e-3 for update in whole.values()), "the step moved nothing"
+    for name in whole:
+        assert torch.allclose(accumulated[name], whole[name], rtol=1e-4, atol=1e-6), name
