@@ -192,13 +192,14 @@ def test_one_step_over_accumulated_micro_batches_is_the_step_over_the_whole_batc
     tmp_path, model_type, layout
 ) -> None:
     # The papers' algorithm at a large B needs gradient accumulation: 4 micro-batches of 24 must move the weights as
-    # one batch of 96 does (the models' mean loss must be divided by the 4 steps, not summed over them).
+    # one batch of 96 does (the models' mean loss must be divided by the 4 steps, not summed over them). No clipping:
+    # it would hide the scale.
     dataset = _data(layout)
     weights = []
     for batch, accumulation in ((96, 1), (24, 4)):
         args = _args(tmp_path / f"b{batch}", schedule="full_cot", max_steps=1, optim="sgd", learning_rate=5.0,
                      max_grad_norm=0.0, per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
-                     train_sampling_strategy="sequential")  # fmt: skip (no clipping: it would hide the scale)
+                     train_sampling_strategy="sequential")  # fmt: skip
         model, tokenizer = _model(model_type, args, dataset)
         before = {name: p.detach().clone() for name, p in model.named_parameters()}
         ICoTTrainer(model=model, args=args, train_dataset=dataset["train"], processing_class=tokenizer).train()
