@@ -27,7 +27,8 @@ class Summary:
         mean, std: their mean and sample standard deviation (``std`` 0.0 for one value).
         minimum, maximum: the spread.
         low, high: the interval of the mean at ``confidence`` (None for one value).
-        method: ``"t"`` or ``"bootstrap"``.
+        method: ``"t"`` or ``"bootstrap"`` (:func:`summarize`), ``"welch"`` (:func:`difference`) or
+            ``"clopper-pearson"`` (:func:`success_rate`).
         confidence: e.g. 0.95.
     """
 
@@ -153,3 +154,23 @@ def difference(first: Iterable[float], second: Iterable[float], confidence: floa
     dof = (va + vb) ** 2 / (va**2 / (a.n - 1) + vb**2 / (b.n - 1))
     half = float(stats.t.ppf(0.5 + confidence / 2, dof)) * se
     return Summary(min(a.n, b.n), delta, se, delta, delta, delta - half, delta + half, "welch", confidence)
+
+
+def success_rate(successes: int, trials: int, confidence: float = 0.95) -> Summary:
+    """The share of ``trials`` (seeds) that succeeded, with the exact (Clopper-Pearson) binomial interval, which
+    stays inside [0, 1] where a t-interval over 0/1 values would not (10 seeds, all failing: [0, 0.31]).
+
+    Raises:
+        ValueError: ``trials`` < 1, or ``successes`` outside 0 .. ``trials``.
+    """
+    if trials < 1 or not 0 <= successes <= trials:
+        raise ValueError(
+            f"success_rate got {successes} of {trials}; it needs trials >= 1 and 0 <= successes <= trials."
+        )
+    from scipy import stats
+
+    interval = stats.binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+    rate = successes / trials
+    std = math.sqrt(rate * (1 - rate))  # of one trial's 0/1 outcome
+    minimum, maximum = float(successes == trials), float(successes > 0)  # of the 0/1 outcomes
+    return Summary(trials, rate, std, minimum, maximum, interval.low, interval.high, "clopper-pearson", confidence)

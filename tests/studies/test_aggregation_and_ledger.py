@@ -18,7 +18,7 @@ from hf_icot.studies.claims import (
     write_ledger,
 )
 from hf_icot.studies.report import error_bars, fmt, mark_steps, markdown_table, pyplot, save_figure, write_table
-from hf_icot.studies.statistics import summarize, summarize_points
+from hf_icot.studies.statistics import success_rate, summarize, summarize_points
 
 
 def test_the_t_interval_of_three_seeds_is_the_textbook_one() -> None:
@@ -150,3 +150,19 @@ def test_the_welch_interval_of_a_difference_of_means() -> None:
     assert difference([0.5], [0.1, 0.2]).low is None
     equal = difference([1.0, 1.0], [0.5, 0.5])
     assert equal.low == equal.high == 0.5
+
+
+def test_a_success_rate_has_the_exact_binomial_interval_inside_zero_one() -> None:
+    # Clopper-Pearson by hand: with no success the upper end u solves (1 - u)^n = alpha / 2; with every one,
+    # the lower end l solves l^n = alpha / 2.
+    none, every, some = success_rate(0, 10), success_rate(10, 10), success_rate(4, 10)
+    assert (none.mean, none.low) == (0.0, 0.0) and none.high == pytest.approx(1 - 0.025 ** (1 / 10))
+    assert (every.mean, every.high) == (1.0, 1.0) and every.low == pytest.approx(0.025 ** (1 / 10))
+    assert (
+        some.mean == 0.4
+        and some.low == pytest.approx(0.1216, abs=1e-4)
+        and some.high == pytest.approx(0.7376, abs=1e-4)
+    )
+    assert (some.minimum, some.maximum, some.method) == (0.0, 1.0, "clopper-pearson")
+    with pytest.raises(ValueError, match=r"success_rate got 11 of 10; it needs trials >= 1"):
+        success_rate(11, 10)
