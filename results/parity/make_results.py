@@ -9,7 +9,8 @@ A run's group is its name without the seed (``a_paper_log_icot_s3`` -> ``a_paper
 (per stage change of model A: the transient spike and the drop, seeds with each), ``mlp.csv`` / ``.md`` (the MLPs'
 accuracy with no CoT shown per (n, k)), ``loss_a_paper.png`` (validation and training loss of model A per step, mean
 and interval over seeds, stage boundaries marked), ``attention_<run>.png`` (the final attention of one seed), and the
-verdict columns of ``claims.csv`` (rules fixed in it before the runs).
+verdict columns of ``claims.csv`` (rules fixed in it before the runs); B5's ``budget.csv`` / ``.md`` and
+``budget.png`` come from ``parity_budget.py``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from parity_budget import GROUPS as BUDGET_GROUPS
+from parity_budget import budget_rows, plot_budget, verdict_b5
 from parity_plots import plot_attention, plot_losses
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
@@ -352,7 +355,7 @@ def verdict_a10(groups: Groups) -> dict[str, Any] | None:
 
 VERDICTS = {
     "B1": verdict_b1, "B2": verdict_b2, "B3": verdict_b3, "B4": verdict_b4,
-    "A8": verdict_a8, "A9": verdict_a9, "A10": verdict_a10,
+    "B5": lambda groups: verdict_b5(groups, succeeded), "A8": verdict_a8, "A9": verdict_a9, "A10": verdict_a10,
 }  # fmt: skip
 # CoT-then-removal groups and their end-to-end baselines at the same budget (A10)
 PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot"),
@@ -364,7 +367,7 @@ PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_n
 DECIDING = {
     "B1": ["a_paper_log_icot"], "B2": ["a_paper_log_icot"], "B4": ["a_paper_log_icot"],
     "B3": ["a_paper_log_icot", "a_paper_stepwise"], "A8": ["b_paper_stepwise"],
-    "A10": [group for pair in PAIRS for group in pair],
+    "A10": [group for pair in PAIRS for group in pair], "B5": BUDGET_GROUPS,
 }  # fmt: skip
 RULE_SEEDS = 10
 #: groups whose rule asks fewer seeds than RULE_SEEDS: the MLP's (3 end to end, 5 each curriculum) and GPT-2's (3)
@@ -403,6 +406,9 @@ def main(argv: list[str] | None = None) -> None:
     write_table(seed_rows(groups), args.out, "seeds")
     write_table(children_rows(groups), args.out, "children")
     write_table(mlp_rows(groups), args.out, "mlp")
+    if any(groups.get(group) for group in BUDGET_GROUPS):
+        write_table(budget_rows(groups, succeeded, implicit), args.out, "budget")
+        plot_budget(groups, succeeded, args.out)
     if "a_paper_log_icot" in groups:
         group = groups["a_paper_log_icot"]
         write_table(stage_rows(group), args.out, "stages")

@@ -168,3 +168,44 @@ def test_first_step_names_the_nodes_whose_children_scores_split_or_lose(tmp_path
         (1, split, "split", "8 7", "0"),
         (1, wrong, "wrong", "8 8", "8"),
     ]
+
+
+def _budget_runs(runs: Path, wins: dict[str, int]) -> None:
+    """Ten seeds of each B5 group, the first ``wins[group]`` of them successful (first-step loss 1e-4, else 1e-2)."""
+    for group, won in wins.items():
+        for seed in range(10):
+            first = 1e-4 if seed < won else 1e-2
+            _write(runs, group, seed, _transformer(1.0 if seed < won else 0.5), losses=([0.7] * 5, [first] * 5))
+
+
+def test_b5_reads_token_by_token_at_the_smallest_budget_where_log_icot_succeeds(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+    shutil.copy(REPO / "results/parity/claims.csv", out / "claims.csv")
+    wins = {"a_budget_log_icot_b4930": 2, "a_budget_stepwise_b4930": 0, "a_paper_log_icot": 7, "a_paper_stepwise": 1,
+            "a_budget_log_icot_b147885": 9, "a_budget_stepwise_b147885": 5, "a_budget_log_icot_b810000": 10,
+            "a_budget_stepwise_b810000": 9}  # fmt: skip
+    _budget_runs(runs, wins)
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    b5 = _ledger(out)["B5"]
+    # B* = n^3.5 (9/10; n^3 has 7/10): token by token 5/10 there, 0.4 below
+    assert b5["verdict"] == "agree" and b5["seeds"] == "10 per point (80 runs)"
+    assert "B = n^3.5: Log-ICoT 9/10, token by token 5/10" in b5["ours"]
+    assert (
+        "samples to >= 8/10: Log-ICoT 739,425 samples (B = n^3.5), token by token 4,050,048 samples (B = n^4)"
+        in (b5["ours"])
+    )
+    table = (out / "budget.md").read_text()
+    assert "| 147,885 (n^3.5) | Log-ICoT (5 stages) | 739,425 | 10 | 9/10 [0.55, 1.00] |" in table
+    assert "| 4,930 (n^2.5) | token by token (16 stages) | 24,656 | 10 | 0/10 [0.00, 0.31] |" in table
+    assert "| 1.0e-04 | 1.0e-02 |" in table  # the first-step losses of the seeds that succeeded and failed
+    assert matplotlib.image.imread(out / "budget.png").shape[0] > 100
+    shutil.rmtree(runs)
+    _budget_runs(runs, {**wins, "a_budget_stepwise_b147885": 9})  # token by token as good at B*: disagree
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    assert _ledger(out)["B5"]["verdict"] == "disagree"
+    shutil.rmtree(runs)
+    _budget_runs(runs, {**wins, "a_budget_log_icot_b147885": 7, "a_budget_log_icot_b810000": 7})  # never 8/10
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    b5 = _ledger(out)["B5"]
+    assert b5["verdict"] == "inconclusive" and "Log-ICoT not within the grid" in b5["ours"]
