@@ -95,7 +95,7 @@ class ICoTCollator:
         questions = (
             tokenizer([" " + q for q in batch["question"]], add_special_tokens=False)["input_ids"] if fast else None
         )
-        steps_seen: dict[str, list[str]] = {}
+        steps_seen: dict[str, tuple[str, list[int]]] = {}
         answers_seen: dict[str, list[int]] = {}
         for row, (index, question, steps, answer) in enumerate(
             zip(ids, batch["question"], batch["cot"], batch["answer"])
@@ -103,7 +103,7 @@ class ICoTCollator:
             try:
                 if fast:
                     question_ids = checked_ids(question, questions[row], tokenizer)
-                    step_tokens = [self._step_tokens(step, steps_seen) for step in steps]
+                    encoded = [self._encoded_step(step, steps_seen) for step in steps]
                     if answer not in answers_seen:
                         answers_seen[answer] = encode_text(f"{ANSWER_PREFIX} {answer}", tokenizer)
                     answer_ids = answers_seen[answer]
@@ -112,26 +112,27 @@ class ICoTCollator:
                     question_ids, step_tokens, answer_ids = encode_parts(example, tokenizer, self.layout)
                     for step, tokens in zip(steps, step_tokens):
                         self._check_step(step, tokens)
+                    encoded = [(" ".join(tokens), tokenizer.convert_tokens_to_ids(tokens)) for tokens in step_tokens]
             except ValueError as error:
                 raise ValueError(f"example {index}: {error}") from None
+            cot_ids = [token for _, step_ids in encoded for token in step_ids]
             out["question_ids"].append(question_ids)
             out["answer_ids"].append(answer_ids)
-            out["cot_tokens"].append([" ".join(tokens) for tokens in step_tokens])
-            out["cot_ids"].append(
-                tokenizer.convert_tokens_to_ids([token for tokens in step_tokens for token in tokens])
-            )
-            out["n_cot_tokens"].append(sum(len(tokens) for tokens in step_tokens))
+            out["cot_tokens"].append([joined for joined, _ in encoded])
+            out["cot_ids"].append(cot_ids)
+            out["n_cot_tokens"].append(len(cot_ids))
             out["n_cot_steps"].append(len(steps))
             # two <eos> separators and the final one
-            out["length"].append(len(question_ids) + out["n_cot_tokens"][-1] + len(answer_ids) + 3)
+            out["length"].append(len(question_ids) + len(cot_ids) + len(answer_ids) + 3)
         return out
 
-    def _step_tokens(self, step: str, seen: dict[str, list[str]]) -> list[str]:
-        """The checked tokens of one CoT step, tokenized once per distinct step."""
+    def _encoded_step(self, step: str, seen: dict[str, tuple[str, list[int]]]) -> tuple[str, list[int]]:
+        """One CoT step's checked tokens, space-joined, and their ids, worked out once per distinct step (a task
+        repeats the same few steps over millions of rows)."""
         if step not in seen:
             tokens = tokenize_steps([step], self.tokenizer)[0]
             self._check_step(step, tokens)
-            seen[step] = tokens
+            seen[step] = (" ".join(tokens), self.tokenizer.convert_tokens_to_ids(tokens))
         return seen[step]
 
     def _check_step(self, step: str, tokens: list[str]) -> None:
