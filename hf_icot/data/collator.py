@@ -22,6 +22,7 @@ from hf_icot.data.encoding import (
     encode_example_with,
     encode_parts,
     encode_text,
+    encode_texts,
     eos_id,
     space_tokens,
     token_id,
@@ -92,9 +93,8 @@ class ICoTCollator:
         # The hf_icot format tokenizes the parts apart: questions in one batched call, and each distinct step and
         # answer once (a task repeats the same few), which is what encode_parts gives row by row.
         fast = not self.layout.is_reference
-        questions = (
-            tokenizer([" " + q for q in batch["question"]], add_special_tokens=False)["input_ids"] if fast else None
-        )
+        questions = encode_texts(batch["question"], tokenizer) if fast else None
+        unk = tokenizer.unk_token_id
         steps_seen: dict[str, tuple[str, list[int]]] = {}
         answers_seen: dict[str, list[int]] = {}
         for row, (index, question, steps, answer) in enumerate(
@@ -102,7 +102,7 @@ class ICoTCollator:
         ):
             try:
                 if fast:
-                    question_ids = checked_ids(question, questions[row], tokenizer)
+                    question_ids = checked_ids(question, questions[row], tokenizer, unk)
                     encoded = [self._encoded_step(step, steps_seen) for step in steps]
                     if answer not in answers_seen:
                         answers_seen[answer] = encode_text(f"{ANSWER_PREFIX} {answer}", tokenizer)

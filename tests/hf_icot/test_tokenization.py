@@ -68,3 +68,33 @@ def test_prepare_bpe_tokenizer_adds_only_what_is_needed_and_resizes(tmp_path):
     assert len(tokenizer) == size + 4  # idempotent
     # Byte-level BPE represents any word.
     check_tokenizer_covers(tokenizer, [{"question": "unseen ωords", "cot": ["9 9"], "answer": "7"}])
+
+
+def test_a_word_level_tokenizer_built_from_a_dataset_reads_its_arrow_columns_as_the_rows_do():
+    import datasets
+
+    from hf_icot.data.tokenization import _iter_examples
+
+    rows = [*EXAMPLES, {"question": " padded  twice ", "cot": [], "answer": "x"}]
+    dataset = datasets.Dataset.from_list(rows).select([2, 0, 1])  # an index mapping: what a shuffle leaves
+    from_rows = build_word_level_tokenizer(rows)
+    assert build_word_level_tokenizer(dataset).get_vocab() == from_rows.get_vocab()
+    assert "" not in from_rows.get_vocab()  # Arrow's split keeps an empty word at an edge space; the vocabulary not
+    assert [row["question"] for row in _iter_examples(dataset)] == [
+        rows[2]["question"],
+        rows[0]["question"],
+        rows[1]["question"],
+    ]
+
+
+def test_word_level_ids_by_lookup_are_the_tokenizers_own(tmp_path):
+    from hf_icot.data.encoding import encode_texts
+
+    tokenizer = build_word_level_tokenizer(EXAMPLES, max_hint_length=2)
+    texts = ["3 1 * 2 7", "3  1", "3\t1", " 3 1 ", "3 1 zzz", "é 3", "", f"{PLACEHOLDER_TOKEN} 3 {hint_token(1)}"]
+    expected = tokenizer([" " + text for text in texts], add_special_tokens=False)["input_ids"]
+    assert encode_texts(texts, tokenizer) == expected
+    bpe = tiny_bpe_tokenizer(texts[:2], tmp_path)  # no word-level vocabulary: the tokenizer itself
+    assert (
+        encode_texts(texts[:2], bpe) == bpe([" " + text for text in texts[:2]], add_special_tokens=False)["input_ids"]
+    )
