@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.compute as pc
 import torch
 
-from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
+from hf_icot.cot import ANSWER_PREFIX, PLACEHOLDER_TOKEN, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.encoding import (
     IGNORE_INDEX,
@@ -69,6 +69,9 @@ class ICoTCollator:
             space_tokens(tokenizer)  # fail here, not at the first example
         self.eos_id = eos_id(tokenizer)  # looked up once: tokenizer properties are slow in the training loop
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        placeholder = tokenizer.convert_tokens_to_ids(PLACEHOLDER_TOKEN)
+        # None when the tokenizer lacks it: the example path then raises the error that names the token.
+        self.placeholder_id = None if placeholder in (None, tokenizer.unk_token_id) else placeholder
         # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
         # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
         try:
@@ -297,13 +300,15 @@ class ICoTCollator:
     ) -> tuple[dict[str, Any], list[int]]:
         """:meth:`render`, and the CoT tokens each example kept (placeholders included).
 
-        The common curricula (token units, ``left``/``right``/``all``/``none``, fill ``drop`` or ``keep_position``,
-        no hint; either sequence format) are cut on the prepared ``cot_ids`` with array operations over the whole
-        batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
+        The common curricula (token units, ``left``/``right``/``all``/``none``, any fill, no hint; either sequence
+        format; step units and Log-ICoT's ``levels`` too where every step is one token) are cut on the prepared
+        ``cot_ids`` with array operations over the whole batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
         and :func:`encode_example`. Both give the same tensors.
         """
         if self._on_ids(examples, specs):
-            return _render_on_ids(examples, specs, self.eos_id, self.pad_id, self.layout.is_reference)
+            return _render_on_ids(
+                examples, specs, self.eos_id, self.pad_id, self.layout.is_reference, self.placeholder_id
+            )
         truncated = self.truncate_batch(examples, specs)
         return self.encode_batch(examples, truncated), [cut.kept for cut in truncated]
 
@@ -312,14 +317,20 @@ class ICoTCollator:
         if not examples or "cot_ids" not in examples[0]:
             return False
         for example, spec in zip(examples, specs):
-            if spec.unit != "token" or spec.hint or spec.fill == "pad" or spec.which not in _ID_CUTS:
+            if spec.hint or spec.which not in _ID_CUTS or (spec.fill == "pad" and self.placeholder_id is None):
+                return False
+            # A step is a token when every step of the row is one token (a tree CoT's node values, say).
+            if spec.unit == "step" and (
+                example["n_cot_steps"] != len(example["cot_ids"])
+                or (spec.which == "levels" and example.get("cot_level") is None)
+            ):
                 return False
             if spec.which in ("left", "right") and spec.count > len(example["cot_ids"]) and not spec.saturate:
                 return False  # truncate() raises the error that names it
         return True
 
 
-_ID_CUTS = ("none", "all", "left", "right")
+_ID_CUTS = ("none", "all", "left", "right", "levels")
 
 
 def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:
@@ -337,12 +348,14 @@ def _render_on_ids(
     eos: int,
     pad: int,
     reference: bool = False,
+    placeholder: int | None = None,
 ) -> tuple[dict[str, Any], list[int]]:
     """Render a batch from the prepared ids: every part padded side by side, ``[question | <eos> | cot | <eos> |
     answer | <eos>]``, a mask of the tokens each row keeps, and one scatter that packs them to the left; the
-    untruncated sequence's positions come with them for ``keep_position``. What :func:`encode_example` builds, for
-    the specs :meth:`ICoTCollator._on_ids` accepts (``reference``: the reference format's positions, where the token
-    before the first gap moves up to it, as :func:`_move_gap_earlier` does)."""
+    untruncated sequence's positions come with them for ``keep_position``, and under fill ``pad`` the removed CoT
+    tokens stay as ``placeholder``. What :func:`encode_example` builds, for the specs :meth:`ICoTCollator._on_ids`
+    accepts (``reference``: the reference format's positions, where the token before the first gap moves up to it,
+    as :func:`_move_gap_earlier` does)."""
     n = len(examples)
     q_len, c_len, a_len = (
         np.array([len(example[key]) for example in examples], dtype=np.int64)
@@ -352,17 +365,31 @@ def _render_on_ids(
         _padded([example[key] for example in examples], lengths, pad)
         for key, lengths in (("question_ids", q_len), ("cot_ids", c_len), ("answer_ids", a_len))
     )
-    which = np.array([spec.which for spec in specs])
-    count = np.minimum([spec.count for spec in specs], c_len)
-    low = np.where(which == "left", count, 0)  # each row keeps CoT tokens low .. high - 1
-    high = np.where(which == "right", c_len - count, np.where(which == "all", 0, c_len))
+    which = np.array([spec.which for spec in specs])[:, None]
+    count = np.array([spec.count for spec in specs], dtype=np.int64)[:, None]
+    c_at = np.arange(cot.shape[1])[None, :]
+    in_cot = c_at < c_len[:, None]
+    removed = in_cot & (
+        (which == "all")
+        | ((which == "left") & (c_at < count))
+        | ((which == "right") & (c_at >= c_len[:, None] - count))
+    )
+    if (which == "levels").any():  # stage t removes the tokens (one per step) of the t - 1 lowest levels
+        levels = np.zeros(cot.shape, dtype=np.int64)
+        for row in np.flatnonzero(which[:, 0] == "levels"):
+            levels[row, : c_len[row]] = examples[row]["cot_level"]
+        removed |= in_cot & (which == "levels") & (levels <= count - 1)
+    padded = np.array([spec.fill == "pad" for spec in specs])[:, None]
+    if padded.any():
+        cot = np.where(removed & padded, placeholder, cot)
+    kept_cot = in_cot & ~(removed & ~padded)
     eos_column, always = np.full((n, 1), eos, dtype=np.int64), np.ones((n, 1), dtype=bool)
-    q_at, c_at, a_at = (np.arange(part.shape[1])[None, :] for part in (question, cot, answer))
+    q_at, a_at = (np.arange(part.shape[1])[None, :] for part in (question, answer))
     # The untruncated sequence in six segments: ids, which are kept, their positions in it, whether they are labelled.
     segments = [
         (question, q_at < q_len[:, None], q_at, False),
         (eos_column, always, q_len[:, None], False),
-        (cot, (c_at >= low[:, None]) & (c_at < high[:, None]), q_len[:, None] + 1 + c_at, True),
+        (cot, kept_cot, q_len[:, None] + 1 + c_at, True),
         (eos_column, always, (q_len + 1 + c_len)[:, None], True),
         (answer, a_at < a_len[:, None], (q_len + 2 + c_len)[:, None] + a_at, True),
         (eos_column, always, (q_len + 2 + c_len + a_len)[:, None], True),
@@ -396,4 +423,4 @@ def _render_on_ids(
             first = jumps[moved].argmax(axis=1)
             position_ids[moved, first] = position_ids[moved, first + 1] - 1
         batch["position_ids"] = torch.from_numpy(position_ids)
-    return batch, np.maximum(high - low, 0).tolist()
+    return batch, (c_len - removed.sum(axis=1)).tolist()
