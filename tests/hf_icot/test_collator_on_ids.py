@@ -104,7 +104,9 @@ def test_steps_of_one_token_cut_on_ids_as_example_by_example(seed):
     specs = [
         TruncationSpec("step", "levels", rng.randint(1, 4), rng.choice(["pad", "drop", "keep_position"]))
         if rng.random() < 0.6
-        else TruncationSpec("step", rng.choice(["none", "all", "left", "right"]), rng.randint(0, 8), "pad", saturate=True)
+        else TruncationSpec(
+            "step", rng.choice(["none", "all", "left", "right"]), rng.randint(0, 8), "pad", saturate=True
+        )
         for _ in examples
     ]
     assert collator._on_ids(examples, specs)
