@@ -228,6 +228,14 @@ class ICoTCollator:
             prepared = prepared.select(np.flatnonzero(lengths <= max_length))
         return prepared, len(too_long_rows)
 
+    def rendering_view(self, dataset: datasets.Dataset) -> datasets.Dataset:
+        """A prepared ``dataset`` without the question, CoT and answer texts, which rendering never reads once their
+        ids and CoT tokens are columns of their own: the training DataLoader then turns fewer Arrow values into
+        Python objects per row. An unprepared dataset comes back as it is."""
+        if not {"question_ids", "answer_ids", "cot_tokens"} <= set(dataset.column_names):
+            return dataset
+        return dataset.remove_columns([column for column in _TEXT_COLUMNS if column in dataset.column_names])
+
     def require_tokens(self, tokens: Sequence[str]) -> None:
         """Check, before training, that the tokenizer has every token a curriculum will insert.
 
@@ -331,6 +339,7 @@ class ICoTCollator:
 
 
 _ID_CUTS = ("none", "all", "left", "right", "levels")
+_TEXT_COLUMNS = ("question", "cot", "answer")
 
 
 def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:

@@ -36,6 +36,7 @@ import logging
 import os
 from typing import Any
 
+import datasets
 import pyarrow.compute as pc
 import torch
 from transformers import Trainer, TrainerCallback
@@ -239,6 +240,13 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         values = super().set_initial_training_values(args, dataloader)
         self._bind_schedule(dataloader)
         return values
+
+    def _remove_unused_columns(self, dataset: Any, description: str | None = None) -> Any:
+        # The training loader fetches millions of rows: leave out the texts rendering does not read.
+        dataset = super()._remove_unused_columns(dataset, description)
+        if description == "Training" and isinstance(dataset, datasets.Dataset):
+            return self.data_collator.rendering_view(dataset)
+        return dataset
 
     def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list[int]]:
         examples = inputs["pending"].examples
