@@ -224,7 +224,8 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
         layout = self.schedule.layout
         column = "n_cot_tokens" if layout.unit == "token" else "n_cot_steps"
-        return layout.inserted_tokens(max(dataset[column], default=0))
+        table = arrow_table(dataset)  # the whole column: a Python value per row costs seconds per million rows
+        return layout.inserted_tokens((pc.max(table.column(column)).as_py() if table.num_rows else 0) or 0)
 
     # -- curriculum ------------------------------------------------------------------------------------------------
 

@@ -294,6 +294,14 @@ def test_trainer_rejects_plain_training_arguments_and_missing_tokenizer(tmp_path
             train_dataset=train,
             processing_class=tokenizer,
         )
+    short_hints = build_word_level_tokenizer(train, max_hint_length=2)  # hints up to the longest CoT's
+    with pytest.raises(ValueError, match="the tokenizer has no token '<len_3>'; add it with"):
+        ICoTTrainer(
+            model=model,
+            args=config(tmp_path, schedule="mixture", length_hint=True),
+            train_dataset=train,
+            processing_class=short_hints,
+        )
 
 
 def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
