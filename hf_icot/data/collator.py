@@ -10,6 +10,7 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
@@ -26,6 +27,7 @@ from hf_icot.data.encoding import (
     eos_id,
     space_tokens,
     token_id,
+    whitespace_vocabulary,
 )
 from hf_icot.data.row_checks import arrow_table
 
@@ -129,6 +131,82 @@ class ICoTCollator:
             out["length"].append(len(question_ids) + len(cot_ids) + len(answer_ids) + 3)
         return out
 
+    def _tokenize_table(self, table: pa.Table, indices: list[int]) -> pa.Table:
+        """:meth:`_tokenize_rows` on an Arrow batch, with the same values: whole columns at once where the tokenizer
+        is word-level (:func:`hf_icot.data.encoding.encode_texts`' lookup) and every question is printable ASCII of
+        known words with single spaces; question ids by one vocabulary look-up over every word of the batch, each
+        distinct CoT step and answer worked out once and taken per row. Any other batch goes row by row (which also
+        raises the errors that name an example)."""
+        vectorized = self._columns_by_lookup(table, indices)
+        if vectorized is None:
+            out = self._tokenize_rows(
+                table.select(["question", "cot", "answer"]).to_pydict()
+                | (
+                    {"example_id": table.column("example_id").to_pylist()}
+                    if "example_id" in table.column_names
+                    else {}
+                ),
+                indices,
+            )
+            vectorized = {name: pa.array(values, type=_PREPARED_TYPES[name]) for name, values in out.items()}
+        for name, values in vectorized.items():
+            if name in table.column_names:
+                table = table.drop_columns([name])
+            table = table.append_column(name, values)
+        return table
+
+    def _columns_by_lookup(self, table: pa.Table, indices: list[int]) -> dict[str, pa.Array] | None:
+        """The prepared columns of ``table`` by whole-column look-ups, or None where a row needs the tokenizer."""
+        vocabulary = whitespace_vocabulary(self.tokenizer) if not self.layout.is_reference else None
+        question, cot, answer = (table.column(name).combine_chunks() for name in ("question", "cot", "answer"))
+        if (
+            vocabulary is None
+            or question.null_count
+            or answer.null_count
+            or cot.null_count
+            or pc.list_flatten(cot).null_count
+        ):
+            return None
+        if not pc.all(pc.and_(pc.string_is_ascii(question), pc.ascii_is_printable(question))).as_py():
+            return None
+        words = pc.split_pattern(question, " ")
+        known = pa.array(list(vocabulary), pa.string())
+        found = pc.index_in(pc.list_flatten(words), value_set=known)
+        unk = self.tokenizer.unk_token_id
+        ids = np.array(list(vocabulary.values()), dtype=np.int32)[found.fill_null(0).to_numpy()]
+        if found.null_count or (unk is not None and (ids == unk).any()):
+            return None  # an unknown word, an empty one (a double or outer space), or the unknown token itself
+        question_ids = pa.ListArray.from_arrays(words.offsets, pa.array(ids, pa.int32()))
+        steps = pc.list_flatten(cot)
+        distinct = pc.unique(steps)
+        seen: dict[str, tuple[str, list[int]]] = {}
+        answers = pc.unique(answer)
+        try:  # a step or answer the tokenizer cannot represent: the row path names its example
+            encoded = [self._encoded_step(step, seen) for step in distinct.to_pylist()]
+            answer_texts = [encode_text(f"{ANSWER_PREFIX} {text}", self.tokenizer) for text in answers.to_pylist()]
+        except ValueError:
+            return None
+        which = pc.index_in(steps, value_set=distinct)
+        step_ids = pa.array([ids for _, ids in encoded], pa.list_(pa.int32())).take(which)
+        step_ends = np.concatenate([[0], np.cumsum(pc.list_value_length(step_ids).to_numpy(zero_copy_only=False))])
+        token_offsets = pa.array(step_ends[cot.offsets.to_numpy()], pa.int32())
+        cot_ids = pa.ListArray.from_arrays(token_offsets, pc.list_flatten(step_ids))
+        cot_tokens = pa.ListArray.from_arrays(cot.offsets, pa.array([joined for joined, _ in encoded]).take(which))
+        answer_ids = pa.array(answer_texts, pa.list_(pa.int32())).take(pc.index_in(answer, value_set=answers))
+        n_tokens = np.diff(token_offsets.to_numpy())
+        lengths = np.diff(words.offsets.to_numpy()) + n_tokens + pc.list_value_length(answer_ids).to_numpy() + 3
+        example_id = table.column("example_id") if "example_id" in table.column_names else pa.array(indices)
+        return {
+            "example_id": example_id.cast(pa.int64()),
+            "question_ids": question_ids,
+            "answer_ids": answer_ids,
+            "cot_tokens": cot_tokens,
+            "cot_ids": cot_ids,
+            "n_cot_tokens": pa.array(n_tokens, pa.int32()),
+            "n_cot_steps": pc.list_value_length(cot).cast(pa.int32()),
+            "length": pa.array(lengths, pa.int32()),
+        }
+
     def _encoded_step(self, step: str, seen: dict[str, tuple[str, list[int]]]) -> tuple[str, list[int]]:
         """One CoT step's checked tokens, space-joined, and their ids, worked out once per distinct step (a task
         repeats the same few steps over millions of rows)."""
@@ -192,21 +270,11 @@ class ICoTCollator:
             prepared = dataset
         else:
             features = dataset.features.copy()
-            features.update(
-                {
-                    "example_id": datasets.Value("int64"),
-                    "question_ids": datasets.Sequence(datasets.Value("int32")),
-                    "answer_ids": datasets.Sequence(datasets.Value("int32")),
-                    "cot_tokens": datasets.Sequence(datasets.Value("string")),
-                    "cot_ids": datasets.Sequence(datasets.Value("int32")),
-                    "n_cot_tokens": datasets.Value("int32"),
-                    "n_cot_steps": datasets.Value("int32"),
-                    "length": datasets.Value("int32"),
-                }
+            features.update(datasets.Features.from_arrow_schema(pa.schema(list(_PREPARED_TYPES.items()))))
+            prepared = dataset.with_format("arrow").map(
+                self._tokenize_table, batched=True, with_indices=True, features=features, desc="hf_icot: tokenizing"
             )
-            prepared = dataset.map(
-                self._tokenize_rows, batched=True, with_indices=True, features=features, desc="hf_icot: tokenizing"
-            )
+            prepared = prepared.with_format(dataset.format["type"], **dataset.format["format_kwargs"])
         if max_length is None:
             return prepared, 0
         extra = 3 + (1 if layout is not None and layout.hint else 0)  # two <eos> separators, the final <eos>, the hint
@@ -340,6 +408,17 @@ class ICoTCollator:
 
 _ID_CUTS = ("none", "all", "left", "right", "levels")
 _TEXT_COLUMNS = ("question", "cot", "answer")
+#: The columns :meth:`ICoTCollator.prepare_dataset` adds, and their Arrow types.
+_PREPARED_TYPES = {
+    "example_id": pa.int64(),
+    "question_ids": pa.list_(pa.int32()),
+    "answer_ids": pa.list_(pa.int32()),
+    "cot_tokens": pa.list_(pa.string()),
+    "cot_ids": pa.list_(pa.int32()),
+    "n_cot_tokens": pa.int32(),
+    "n_cot_steps": pa.int32(),
+    "length": pa.int32(),
+}
 
 
 def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:
