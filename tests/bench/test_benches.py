@@ -18,6 +18,7 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 #: The tiny case of each bench: a few examples, steps and repeats of a model a few units wide.
 TINY = {
     "bench_build.py": ["--train-size", "64", "--repeat", "1"],
+    "bench_collator.py": ["--rows", "200", "--repeat", "1"],
     "bench_inference.py": [
         "--a-digits", "2", "--b-digits", "2", "--n-examples", "8", "--batch-size", "8", "--repeats", "1",
         "--n-layer", "1", "--n-embd", "16", "--n-head", "2",
@@ -92,6 +93,14 @@ def test_bench_build_prints_a_row_per_task() -> None:
         assert examples >= 64 and build_rate > 0 and parquet_rate > 0, name
         assert min(build_s, parquet_s, total_s) >= 0, name  # a tiny build can round to 0.00 s
     assert "bar:" not in out, "the 60 s bar is judged at the reference size only"
+
+
+def test_bench_collator_prints_both_ways_of_preparing_and_rendering_and_that_they_agree() -> None:
+    out = run_bench("bench_collator.py", *TINY["bench_collator.py"])
+    timed = re.findall(rf"({NUMBER})s +({NUMBER})s +({NUMBER})x +(True|False)", out)
+    assert len(timed) == 3 and all(same == "True" for *_, same in timed), out
+    assert all(number(ratio) > 0 for _, _, ratio, _ in timed)
+    assert "Log-ICoT stage 2 (levels, pad)" in out and "token by token, 5 removed (left, pad)" in out
 
 
 def test_bench_inference_prints_both_modes_and_their_ratio() -> None:
