@@ -10,10 +10,11 @@ from typing import Any
 
 import datasets
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import torch
 
-from hf_icot.cot import ANSWER_PREFIX, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
+from hf_icot.cot import ANSWER_PREFIX, PLACEHOLDER_TOKEN, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.encoding import (
     IGNORE_INDEX,
@@ -26,6 +27,7 @@ from hf_icot.data.encoding import (
     eos_id,
     space_tokens,
     token_id,
+    whitespace_vocabulary,
 )
 from hf_icot.data.row_checks import arrow_table
 
@@ -69,6 +71,9 @@ class ICoTCollator:
             space_tokens(tokenizer)  # fail here, not at the first example
         self.eos_id = eos_id(tokenizer)  # looked up once: tokenizer properties are slow in the training loop
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        placeholder = tokenizer.convert_tokens_to_ids(PLACEHOLDER_TOKEN)
+        # None when the tokenizer lacks it: the example path then raises the error that names the token.
+        self.placeholder_id = None if placeholder in (None, tokenizer.unk_token_id) else placeholder
         # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
         # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
         try:
@@ -125,6 +130,82 @@ class ICoTCollator:
             # two <eos> separators and the final one
             out["length"].append(len(question_ids) + len(cot_ids) + len(answer_ids) + 3)
         return out
+
+    def _tokenize_table(self, table: pa.Table, indices: list[int]) -> pa.Table:
+        """:meth:`_tokenize_rows` on an Arrow batch, with the same values: whole columns at once where the tokenizer
+        is word-level (:func:`hf_icot.data.encoding.encode_texts`' lookup) and every question is printable ASCII of
+        known words with single spaces; question ids by one vocabulary look-up over every word of the batch, each
+        distinct CoT step and answer worked out once and taken per row. Any other batch goes row by row (which also
+        raises the errors that name an example)."""
+        vectorized = self._columns_by_lookup(table, indices)
+        if vectorized is None:
+            out = self._tokenize_rows(
+                table.select(["question", "cot", "answer"]).to_pydict()
+                | (
+                    {"example_id": table.column("example_id").to_pylist()}
+                    if "example_id" in table.column_names
+                    else {}
+                ),
+                indices,
+            )
+            vectorized = {name: pa.array(values, type=_PREPARED_TYPES[name]) for name, values in out.items()}
+        for name, values in vectorized.items():
+            if name in table.column_names:
+                table = table.drop_columns([name])
+            table = table.append_column(name, values)
+        return table
+
+    def _columns_by_lookup(self, table: pa.Table, indices: list[int]) -> dict[str, pa.Array] | None:
+        """The prepared columns of ``table`` by whole-column look-ups, or None where a row needs the tokenizer."""
+        vocabulary = whitespace_vocabulary(self.tokenizer) if not self.layout.is_reference else None
+        question, cot, answer = (table.column(name).combine_chunks() for name in ("question", "cot", "answer"))
+        if (
+            vocabulary is None
+            or question.null_count
+            or answer.null_count
+            or cot.null_count
+            or pc.list_flatten(cot).null_count
+        ):
+            return None
+        if not pc.all(pc.and_(pc.string_is_ascii(question), pc.ascii_is_printable(question))).as_py():
+            return None
+        words = pc.split_pattern(question, " ")
+        known = pa.array(list(vocabulary), pa.string())
+        found = pc.index_in(pc.list_flatten(words), value_set=known)
+        unk = self.tokenizer.unk_token_id
+        ids = np.array(list(vocabulary.values()), dtype=np.int32)[found.fill_null(0).to_numpy()]
+        if found.null_count or (unk is not None and (ids == unk).any()):
+            return None  # an unknown word, an empty one (a double or outer space), or the unknown token itself
+        question_ids = pa.ListArray.from_arrays(words.offsets, pa.array(ids, pa.int32()))
+        steps = pc.list_flatten(cot)
+        distinct = pc.unique(steps)
+        seen: dict[str, tuple[str, list[int]]] = {}
+        answers = pc.unique(answer)
+        try:  # a step or answer the tokenizer cannot represent: the row path names its example
+            encoded = [self._encoded_step(step, seen) for step in distinct.to_pylist()]
+            answer_texts = [encode_text(f"{ANSWER_PREFIX} {text}", self.tokenizer) for text in answers.to_pylist()]
+        except ValueError:
+            return None
+        which = pc.index_in(steps, value_set=distinct)
+        step_ids = pa.array([ids for _, ids in encoded], pa.list_(pa.int32())).take(which)
+        step_ends = np.concatenate([[0], np.cumsum(pc.list_value_length(step_ids).to_numpy(zero_copy_only=False))])
+        token_offsets = pa.array(step_ends[cot.offsets.to_numpy()], pa.int32())
+        cot_ids = pa.ListArray.from_arrays(token_offsets, pc.list_flatten(step_ids))
+        cot_tokens = pa.ListArray.from_arrays(cot.offsets, pa.array([joined for joined, _ in encoded]).take(which))
+        answer_ids = pa.array(answer_texts, pa.list_(pa.int32())).take(pc.index_in(answer, value_set=answers))
+        n_tokens = np.diff(token_offsets.to_numpy())
+        lengths = np.diff(words.offsets.to_numpy()) + n_tokens + pc.list_value_length(answer_ids).to_numpy() + 3
+        example_id = table.column("example_id") if "example_id" in table.column_names else pa.array(indices)
+        return {
+            "example_id": example_id.cast(pa.int64()),
+            "question_ids": question_ids,
+            "answer_ids": answer_ids,
+            "cot_tokens": cot_tokens,
+            "cot_ids": cot_ids,
+            "n_cot_tokens": pa.array(n_tokens, pa.int32()),
+            "n_cot_steps": pc.list_value_length(cot).cast(pa.int32()),
+            "length": pa.array(lengths, pa.int32()),
+        }
 
     def _encoded_step(self, step: str, seen: dict[str, tuple[str, list[int]]]) -> tuple[str, list[int]]:
         """One CoT step's checked tokens, space-joined, and their ids, worked out once per distinct step (a task
@@ -189,21 +270,11 @@ class ICoTCollator:
             prepared = dataset
         else:
             features = dataset.features.copy()
-            features.update(
-                {
-                    "example_id": datasets.Value("int64"),
-                    "question_ids": datasets.Sequence(datasets.Value("int32")),
-                    "answer_ids": datasets.Sequence(datasets.Value("int32")),
-                    "cot_tokens": datasets.Sequence(datasets.Value("string")),
-                    "cot_ids": datasets.Sequence(datasets.Value("int32")),
-                    "n_cot_tokens": datasets.Value("int32"),
-                    "n_cot_steps": datasets.Value("int32"),
-                    "length": datasets.Value("int32"),
-                }
+            features.update(datasets.Features.from_arrow_schema(pa.schema(list(_PREPARED_TYPES.items()))))
+            prepared = dataset.with_format("arrow").map(
+                self._tokenize_table, batched=True, with_indices=True, features=features, desc="hf_icot: tokenizing"
             )
-            prepared = dataset.map(
-                self._tokenize_rows, batched=True, with_indices=True, features=features, desc="hf_icot: tokenizing"
-            )
+            prepared = prepared.with_format(dataset.format["type"], **dataset.format["format_kwargs"])
         if max_length is None:
             return prepared, 0
         extra = 3 + (1 if layout is not None and layout.hint else 0)  # two <eos> separators, the final <eos>, the hint
@@ -224,6 +295,14 @@ class ICoTCollator:
         if too_long_rows:
             prepared = prepared.select(np.flatnonzero(lengths <= max_length))
         return prepared, len(too_long_rows)
+
+    def rendering_view(self, dataset: datasets.Dataset) -> datasets.Dataset:
+        """A prepared ``dataset`` without the question, CoT and answer texts, which rendering never reads once their
+        ids and CoT tokens are columns of their own: the training DataLoader then turns fewer Arrow values into
+        Python objects per row. An unprepared dataset comes back as it is."""
+        if not {"question_ids", "answer_ids", "cot_tokens"} <= set(dataset.column_names):
+            return dataset
+        return dataset.remove_columns([column for column in _TEXT_COLUMNS if column in dataset.column_names])
 
     def require_tokens(self, tokens: Sequence[str]) -> None:
         """Check, before training, that the tokenizer has every token a curriculum will insert.
@@ -297,13 +376,15 @@ class ICoTCollator:
     ) -> tuple[dict[str, Any], list[int]]:
         """:meth:`render`, and the CoT tokens each example kept (placeholders included).
 
-        The common curricula (token units, ``left``/``right``/``all``/``none``, fill ``drop`` or ``keep_position``,
-        no hint; either sequence format) are cut on the prepared ``cot_ids`` with array operations over the whole
-        batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
+        The common curricula (token units, ``left``/``right``/``all``/``none``, any fill, no hint; either sequence
+        format; step units and Log-ICoT's ``levels`` too where every step is one token) are cut on the prepared
+        ``cot_ids`` with array operations over the whole batch (:func:`_render_on_ids`); anything else goes example by example through :func:`hf_icot.cot.truncate`
         and :func:`encode_example`. Both give the same tensors.
         """
         if self._on_ids(examples, specs):
-            return _render_on_ids(examples, specs, self.eos_id, self.pad_id, self.layout.is_reference)
+            return _render_on_ids(
+                examples, specs, self.eos_id, self.pad_id, self.layout.is_reference, self.placeholder_id
+            )
         truncated = self.truncate_batch(examples, specs)
         return self.encode_batch(examples, truncated), [cut.kept for cut in truncated]
 
@@ -312,14 +393,32 @@ class ICoTCollator:
         if not examples or "cot_ids" not in examples[0]:
             return False
         for example, spec in zip(examples, specs):
-            if spec.unit != "token" or spec.hint or spec.fill == "pad" or spec.which not in _ID_CUTS:
+            if spec.hint or spec.which not in _ID_CUTS or (spec.fill == "pad" and self.placeholder_id is None):
+                return False
+            # A step is a token when every step of the row is one token (a tree CoT's node values, say).
+            if spec.unit == "step" and (
+                example["n_cot_steps"] != len(example["cot_ids"])
+                or (spec.which == "levels" and example.get("cot_level") is None)
+            ):
                 return False
             if spec.which in ("left", "right") and spec.count > len(example["cot_ids"]) and not spec.saturate:
                 return False  # truncate() raises the error that names it
         return True
 
 
-_ID_CUTS = ("none", "all", "left", "right")
+_ID_CUTS = ("none", "all", "left", "right", "levels")
+_TEXT_COLUMNS = ("question", "cot", "answer")
+#: The columns :meth:`ICoTCollator.prepare_dataset` adds, and their Arrow types.
+_PREPARED_TYPES = {
+    "example_id": pa.int64(),
+    "question_ids": pa.list_(pa.int32()),
+    "answer_ids": pa.list_(pa.int32()),
+    "cot_tokens": pa.list_(pa.string()),
+    "cot_ids": pa.list_(pa.int32()),
+    "n_cot_tokens": pa.int32(),
+    "n_cot_steps": pa.int32(),
+    "length": pa.int32(),
+}
 
 
 def _padded(rows: Sequence[Sequence[int]], lengths: np.ndarray, fill: int) -> np.ndarray:
@@ -337,12 +436,14 @@ def _render_on_ids(
     eos: int,
     pad: int,
     reference: bool = False,
+    placeholder: int | None = None,
 ) -> tuple[dict[str, Any], list[int]]:
     """Render a batch from the prepared ids: every part padded side by side, ``[question | <eos> | cot | <eos> |
     answer | <eos>]``, a mask of the tokens each row keeps, and one scatter that packs them to the left; the
-    untruncated sequence's positions come with them for ``keep_position``. What :func:`encode_example` builds, for
-    the specs :meth:`ICoTCollator._on_ids` accepts (``reference``: the reference format's positions, where the token
-    before the first gap moves up to it, as :func:`_move_gap_earlier` does)."""
+    untruncated sequence's positions come with them for ``keep_position``, and under fill ``pad`` the removed CoT
+    tokens stay as ``placeholder``. What :func:`encode_example` builds, for the specs :meth:`ICoTCollator._on_ids`
+    accepts (``reference``: the reference format's positions, where the token before the first gap moves up to it,
+    as :func:`_move_gap_earlier` does)."""
     n = len(examples)
     q_len, c_len, a_len = (
         np.array([len(example[key]) for example in examples], dtype=np.int64)
@@ -352,17 +453,31 @@ def _render_on_ids(
         _padded([example[key] for example in examples], lengths, pad)
         for key, lengths in (("question_ids", q_len), ("cot_ids", c_len), ("answer_ids", a_len))
     )
-    which = np.array([spec.which for spec in specs])
-    count = np.minimum([spec.count for spec in specs], c_len)
-    low = np.where(which == "left", count, 0)  # each row keeps CoT tokens low .. high - 1
-    high = np.where(which == "right", c_len - count, np.where(which == "all", 0, c_len))
+    which = np.array([spec.which for spec in specs])[:, None]
+    count = np.array([spec.count for spec in specs], dtype=np.int64)[:, None]
+    c_at = np.arange(cot.shape[1])[None, :]
+    in_cot = c_at < c_len[:, None]
+    removed = in_cot & (
+        (which == "all")
+        | ((which == "left") & (c_at < count))
+        | ((which == "right") & (c_at >= c_len[:, None] - count))
+    )
+    if (which == "levels").any():  # stage t removes the tokens (one per step) of the t - 1 lowest levels
+        levels = np.zeros(cot.shape, dtype=np.int64)
+        for row in np.flatnonzero(which[:, 0] == "levels"):
+            levels[row, : c_len[row]] = examples[row]["cot_level"]
+        removed |= in_cot & (which == "levels") & (levels <= count - 1)
+    padded = np.array([spec.fill == "pad" for spec in specs])[:, None]
+    if padded.any():
+        cot = np.where(removed & padded, placeholder, cot)
+    kept_cot = in_cot & ~(removed & ~padded)
     eos_column, always = np.full((n, 1), eos, dtype=np.int64), np.ones((n, 1), dtype=bool)
-    q_at, c_at, a_at = (np.arange(part.shape[1])[None, :] for part in (question, cot, answer))
+    q_at, a_at = (np.arange(part.shape[1])[None, :] for part in (question, answer))
     # The untruncated sequence in six segments: ids, which are kept, their positions in it, whether they are labelled.
     segments = [
         (question, q_at < q_len[:, None], q_at, False),
         (eos_column, always, q_len[:, None], False),
-        (cot, (c_at >= low[:, None]) & (c_at < high[:, None]), q_len[:, None] + 1 + c_at, True),
+        (cot, kept_cot, q_len[:, None] + 1 + c_at, True),
         (eos_column, always, (q_len + 1 + c_len)[:, None], True),
         (answer, a_at < a_len[:, None], (q_len + 2 + c_len)[:, None] + a_at, True),
         (eos_column, always, (q_len + 2 + c_len + a_len)[:, None], True),
@@ -396,4 +511,4 @@ def _render_on_ids(
             first = jumps[moved].argmax(axis=1)
             position_ids[moved, first] = position_ids[moved, first + 1] - 1
         batch["position_ids"] = torch.from_numpy(position_ids)
-    return batch, np.maximum(high - low, 0).tolist()
+    return batch, (c_len - removed.sum(axis=1)).tolist()

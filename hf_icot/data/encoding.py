@@ -31,7 +31,7 @@ def encode_text(text: str, tokenizer: Any) -> list[int]:
 _LOOK_UP = object()  # checked_ids: the caller did not pass the unknown-token id
 
 
-def _whitespace_vocabulary(tokenizer: Any) -> dict[str, int] | None:
+def whitespace_vocabulary(tokenizer: Any) -> dict[str, int] | None:
     """The vocabulary (added tokens included) of a fast WordLevel tokenizer behind a bare ``WhitespaceSplit`` with
     no normalizer — what :func:`hf_icot.data.tokenization.build_word_level_tokenizer` makes — whose ids are one dict
     lookup per space-separated word; None for any other tokenizer."""
@@ -43,10 +43,10 @@ def _whitespace_vocabulary(tokenizer: Any) -> dict[str, int] | None:
 
 def encode_texts(texts: Sequence[str], tokenizer: Any) -> list[list[int]]:
     """The ids :func:`encode_text` gives each of ``texts``, unchecked (check each with :func:`checked_ids`): one
-    batched tokenizer call, or, for a word-level tokenizer (:func:`_whitespace_vocabulary`), a dict lookup per word
+    batched tokenizer call, or, for a word-level tokenizer (:func:`whitespace_vocabulary`), a dict lookup per word
     wherever the text is printable ASCII with single spaces and every word is known — the same ids, several times
     faster over millions of rows — and the tokenizer for the other texts."""
-    vocabulary = _whitespace_vocabulary(tokenizer)
+    vocabulary = whitespace_vocabulary(tokenizer)
     ids: list[list[int] | None] = [None] * len(texts)
     if vocabulary is not None:
         for row, text in enumerate(texts):

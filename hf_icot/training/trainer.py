@@ -36,6 +36,7 @@ import logging
 import os
 from typing import Any
 
+import datasets
 import pyarrow.compute as pc
 import torch
 from transformers import Trainer, TrainerCallback
@@ -223,7 +224,8 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
         layout = self.schedule.layout
         column = "n_cot_tokens" if layout.unit == "token" else "n_cot_steps"
-        return layout.inserted_tokens(max(dataset[column], default=0))
+        table = arrow_table(dataset)  # the whole column: a Python value per row costs seconds per million rows
+        return layout.inserted_tokens((pc.max(table.column(column)).as_py() if table.num_rows else 0) or 0)
 
     # -- curriculum ------------------------------------------------------------------------------------------------
 
@@ -239,6 +241,13 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         values = super().set_initial_training_values(args, dataloader)
         self._bind_schedule(dataloader)
         return values
+
+    def _remove_unused_columns(self, dataset: Any, description: str | None = None) -> Any:
+        # The training loader fetches millions of rows: leave out the texts rendering does not read.
+        dataset = super()._remove_unused_columns(dataset, description)
+        if description == "Training" and isinstance(dataset, datasets.Dataset):
+            return self.data_collator.rendering_view(dataset)
+        return dataset
 
     def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list[int]]:
         examples = inputs["pending"].examples

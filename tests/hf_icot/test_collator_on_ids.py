@@ -39,12 +39,12 @@ def example_by_example(collator, examples, specs):
     return collator.encode_batch(examples, truncated), [cut.kept for cut in truncated]
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_cut_on_ids_equals_truncate_and_encode(seed):
     collator, data = prepared()
     rng = random.Random(seed)
     examples = [data[i] for i in rng.sample(range(len(data)), 16)]
-    fills = ["drop"] if seed % 3 == 0 else ["keep_position"] if seed % 3 == 1 else ["drop", "keep_position"]
+    fills = [["drop"], ["keep_position"], ["pad"], ["drop", "keep_position", "pad"]][seed % 4]
     specs = [
         TruncationSpec(
             "token", rng.choice(["none", "all", "left", "right"]), rng.randint(0, 12), rng.choice(fills), saturate=True
@@ -64,7 +64,6 @@ def test_other_specs_take_the_example_path_with_the_same_result():
     collator, data = prepared()
     examples = [data[i] for i in range(4)]
     for spec in [
-        TruncationSpec("token", "left", 1, "pad", saturate=True),
         TruncationSpec("token", "left", 1, "drop", hint=True, saturate=True),
         TruncationSpec("step", "left", 1, "drop", saturate=True),
         TruncationSpec("token", "stride", 2, "drop"),
@@ -75,6 +74,59 @@ def test_other_specs_take_the_example_path_with_the_same_result():
         assert all(torch.equal(batch[key], reference[key]) for key in reference) and kept == reference_kept
     bare = [{key: value for key, value in example.items() if key != "cot_ids"} for example in examples]
     assert not collator._on_ids(bare, [TruncationSpec()] * 4)  # a dataset prepared before cot_ids existed
+
+
+def one_token_steps(n=48, seed=0):
+    """Tree-like CoTs: 0-7 steps of one token each, with levels 1-3 (Log-ICoT's ``cot_level``)."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        steps = rng.randint(0, 7)
+        rows.append(
+            {
+                "question": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6))),
+                "cot": [rng.choice(WORDS) for _ in range(steps)],
+                "cot_level": sorted(rng.randint(1, 3) for _ in range(steps)),
+                "answer": rng.choice(WORDS),
+            }
+        )
+    return datasets.Dataset.from_list(rows, features=example_features(with_levels=True))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_steps_of_one_token_cut_on_ids_as_example_by_example(seed):
+    data = one_token_steps(seed=seed)
+    tokenizer = build_word_level_tokenizer(data, max_hint_length=12, extra_tokens=[PLACEHOLDER_TOKEN])
+    collator = ICoTCollator(tokenizer)
+    prepared_data = collator.prepare_dataset(data)[0]
+    rng = random.Random(seed)
+    examples = [prepared_data[i] for i in range(32)]
+    specs = [
+        TruncationSpec("step", "levels", rng.randint(1, 4), rng.choice(["pad", "drop", "keep_position"]))
+        if rng.random() < 0.6
+        else TruncationSpec(
+            "step", rng.choice(["none", "all", "left", "right"]), rng.randint(0, 8), "pad", saturate=True
+        )
+        for _ in examples
+    ]
+    assert collator._on_ids(examples, specs)
+    fast, fast_kept = collator.render_counted(examples, specs)
+    slow, slow_kept = example_by_example(collator, examples, specs)
+    assert fast.keys() == slow.keys() and fast_kept == slow_kept
+    for key in slow:
+        assert torch.equal(fast[key], slow[key]), key
+    assert (fast["input_ids"] == collator.placeholder_id).any()
+
+
+def test_padding_without_a_placeholder_token_raises_the_example_paths_error(tmp_path):
+    data = ragged_examples()
+    texts = [f"{row['question']} {' '.join(row['cot'])} #### {row['answer']}" for row in data]
+    collator = ICoTCollator(tiny_bpe_tokenizer(texts, tmp_path / "bpe"))  # no placeholder token
+    examples = [row for row in collator.prepare_dataset(data)[0] if row["n_cot_tokens"] > 0][:4]
+    spec = TruncationSpec("token", "left", 1, "pad", saturate=True)
+    assert collator.placeholder_id is None and not collator._on_ids(examples, [spec] * 4)
+    with pytest.raises(ValueError, match="cannot represent the CoT token '<cot_pad>'"):
+        collator.render_counted(examples, [spec] * 4)
 
 
 def test_a_count_beyond_the_cot_still_raises_truncates_error():

@@ -98,3 +98,47 @@ def test_word_level_ids_by_lookup_are_the_tokenizers_own(tmp_path):
     assert (
         encode_texts(texts[:2], bpe) == bpe([" " + text for text in texts[:2]], add_special_tokens=False)["input_ids"]
     )
+
+
+def rows_prepared(collator, data):
+    """The prepared columns the row-by-row path gives (what prepare_dataset did before whole-column look-ups)."""
+    return data.map(collator._tokenize_rows, batched=True, with_indices=True, remove_columns=data.column_names)
+
+
+@pytest.mark.parametrize("batch", [1000, 7])
+def test_whole_column_lookups_prepare_what_the_rows_do(batch, monkeypatch):
+    import datasets
+
+    from hf_icot.cot import example_features
+    from hf_icot.data.collator import ICoTCollator
+
+    rows = [
+        *EXAMPLES,
+        {"question": "x  y", "cot": ["z"], "answer": "z"},  # double space: the tokenizer decides
+        {"question": "x\ty", "cot": ["6 2", "6 2", ""], "answer": "6 3 8 0"},  # a tab; a repeated and an empty step
+        {"question": " x y ", "cot": ["( 6"], "answer": "x"},  # outer spaces
+        {"question": "é x", "cot": ["x"], "answer": "é"},  # not ASCII
+        {"question": "x <unk> y", "cot": ["x"], "answer": "y"},  # the unknown token's own word
+    ]
+    tokenizer = build_word_level_tokenizer(rows)
+    collator = ICoTCollator(tokenizer)
+    monkeypatch.setattr(datasets.config, "DEFAULT_MAX_BATCH_SIZE", batch)
+    plain = datasets.Dataset.from_list(rows[:2] * 20 + [rows[0]], features=example_features())
+    for data in [plain, datasets.Dataset.from_list(rows, features=example_features())]:
+        if "<unk>" in data["question"][-1]:
+            with pytest.raises(ValueError, match=r"example 6: the tokenizer cannot represent .* \(in 'x <unk> y'\)"):
+                collator.prepare_dataset(data)
+            data = data.select(range(len(data) - 1))
+        prepared = collator.prepare_dataset(data)[0]
+        expected = rows_prepared(collator, data)
+        assert prepared.column_names == data.column_names + expected.column_names
+        assert prepared.select_columns(expected.column_names)[:] == expected[:]
+        assert prepared.format["type"] is None and prepared.features["cot_ids"] == datasets.Sequence(
+            datasets.Value("int32")
+        )
+    calls = []
+    monkeypatch.setattr(
+        collator, "_tokenize_rows", lambda *args: calls.append(1) or ICoTCollator._tokenize_rows(collator, *args)
+    )
+    collator.prepare_dataset(plain)
+    assert not calls  # the plain batches never went row by row

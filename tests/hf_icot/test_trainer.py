@@ -10,6 +10,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, TrainerCallback
 
+from hf_icot.cot import TruncationSpec
 from hf_icot.curriculum import Mixture
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
@@ -293,6 +294,14 @@ def test_trainer_rejects_plain_training_arguments_and_missing_tokenizer(tmp_path
             train_dataset=train,
             processing_class=tokenizer,
         )
+    short_hints = build_word_level_tokenizer(train, max_hint_length=2)  # hints up to the longest CoT's
+    with pytest.raises(ValueError, match="the tokenizer has no token '<len_3>'; add it with"):
+        ICoTTrainer(
+            model=model,
+            args=config(tmp_path, schedule="mixture", length_hint=True),
+            train_dataset=train,
+            processing_class=short_hints,
+        )
 
 
 def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
@@ -347,3 +356,20 @@ def test_the_schedule_alone_sets_the_layout_evaluation_follows(tmp_path, monkeyp
     monkeypatch.setattr(evaluation, "generate_batched", writes_the_last_step)
     metrics = trainer.evaluate_generation()
     assert metrics["eval_hint=1/cot_em"] == 1.0 and metrics["eval_hint=1/answer_em"] == 1.0
+
+
+def test_the_training_loader_leaves_out_the_texts_and_renders_the_same_batches(tmp_path):
+    train, _ = counting_examples(length=4, n_test=4)
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(tmp_path, schedule="stepwise", remove_per_epoch=2, per_device_train_batch_size=8)
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+    fetched = next(iter(trainer.get_train_dataloader()))["pending"].examples
+    assert {"question", "cot", "answer"}.isdisjoint(fetched[0]) and "cot_tokens" in fetched[0]
+    full = [trainer.train_dataset[example["example_id"]] for example in fetched]  # the row index is the id
+    assert full[0]["question"] and all(row["example_id"] == ex["example_id"] for row, ex in zip(full, fetched))
+    for spec in [TruncationSpec("token", "left", 2, "drop"), TruncationSpec("token", "stride", 2, "drop")]:
+        lean, lean_kept = trainer.data_collator.render_counted(fetched, [spec] * len(fetched))
+        whole, whole_kept = trainer.data_collator.render_counted(full, [spec] * len(full))
+        assert lean_kept == whole_kept and all(torch.equal(lean[key], whole[key]) for key in whole)
+        assert 0 < sum(lean_kept) < sum(row["n_cot_tokens"] for row in full)
