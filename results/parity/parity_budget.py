@@ -85,7 +85,10 @@ def plot_budget(groups: dict[str, list[dict[str, Any]]], succeeded: Any, out: Pa
         ax.annotate(f"B = {label}", (5 * batch, 1.04), ha="center", fontsize=7, color="grey")
     ax.set(title="Model A, the papers' algorithm (n = 30, k = 16): success against budget", xscale="log",
            xlabel="training samples of the run (5 B; fresh at every step)",
-           ylabel="seeds with test implicit EM >= 0.99 (share, exact 95% interval)", ylim=(-0.05, 1.1))  # fmt: skip
+           ylabel="share of seeds with test implicit EM >= 0.99\n(exact 95% interval)", ylim=(-0.05, 1.1))  # fmt: skip
+    ax.set_xticks([5 * batch for batch in BUDGETS], [f"{5 * batch:,}" for batch in BUDGETS], fontsize=8)
+    ax.minorticks_off()
+    ax.set_xlim(3 * min(BUDGETS), 8 * max(BUDGETS))
     ax.legend(fontsize=8, loc="center right")
     save_figure(fig, out / "budget.png", dpi=110)
 
