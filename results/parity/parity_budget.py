@@ -42,6 +42,13 @@ def _first_step_loss(run: dict[str, Any]) -> float | None:
     return losses[0] if losses else None
 
 
+def _exact_first_step(run: dict[str, Any]) -> bool:
+    """Whether the first step gave every node its children exactly: a validation loss of ~1e-4 after it, two orders
+    below a split's ~1e-2 (the threshold 1e-3 sits between them at every B of the grid)."""
+    loss = _first_step_loss(run)
+    return loss is not None and loss < 1e-3
+
+
 def _median_first_step_loss(runs: list[dict[str, Any]]) -> str:
     """The median over ``runs`` of :func:`_first_step_loss`, e.g. 2.8e-04 (every node exact) or 1.2e-02 (a split)."""
     losses = [loss for loss in map(_first_step_loss, runs) if loss is not None]
@@ -63,6 +70,7 @@ def budget_rows(groups: dict[str, list[dict[str, Any]]], succeeded: Any, implici
                 "B": f"{batch:,} ({label})", "curriculum": name, "samples": f"{SAMPLES[curriculum][batch]:,}",
                 "seeds": len(runs), "succeeded": f"{len(won)}/{len(runs)} [{fmt(rate.low, 2)}, {fmt(rate.high, 2)}]",
                 "test implicit EM": summarize([implicit(run) for run in runs]).text(),
+                "first step exact (val loss < 1e-3)": f"{sum(_exact_first_step(run) for run in runs)}/{len(runs)}",
                 "first-step val loss, succeeded (median)": _median_first_step_loss(won),
                 "first-step val loss, failed (median)": _median_first_step_loss([r for r in runs if r not in won]),
             })  # fmt: skip
