@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from datasets_builder.tasks import parity
     from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec
-    from hf_icot.data.collator import ICoTCollator, _render_on_ids
+    from hf_icot.data.collator import ICoTCollator
+    from hf_icot.data.rendering import render_on_ids
     from hf_icot.data.tokenization import build_word_level_tokenizer
 
     args = parse_args(argv)
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             return collator.encode_batch(examples, truncated), [cut.kept for cut in truncated]
 
         def on_ids(specs=specs):
-            return _render_on_ids(examples, specs, collator.eos_id, collator.pad_id, False, collator.placeholder_id)
+            return render_on_ids(examples, specs, collator.eos_id, collator.pad_id, False, collator.placeholder_id)
 
         slow_s, (slow, slow_kept) = fastest(by_example, args.repeat)
         fast_s, (fast, fast_kept) = fastest(on_ids, args.repeat)
