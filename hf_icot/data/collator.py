@@ -3,6 +3,7 @@ encoded (:mod:`hf_icot.data.encoding`) and padded — at the exact optimizer ste
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -155,9 +156,18 @@ class ICoTCollator:
             table = table.append_column(name, values)
         return table
 
+    @functools.cached_property
+    def _word_lookup(self) -> tuple[pa.Array, np.ndarray] | None:
+        """The word-level vocabulary's words and their ids as arrays, built once for every batch
+        :meth:`_columns_by_lookup` prepares; None where whole-column look-ups do not apply."""
+        vocabulary = whitespace_vocabulary(self.tokenizer) if not self.layout.is_reference else None
+        if vocabulary is None:
+            return None
+        return pa.array(list(vocabulary), pa.string()), np.array(list(vocabulary.values()), dtype=np.int32)
+
     def _columns_by_lookup(self, table: pa.Table, indices: list[int]) -> dict[str, pa.Array] | None:
         """The prepared columns of ``table`` by whole-column look-ups, or None where a row needs the tokenizer."""
-        vocabulary = whitespace_vocabulary(self.tokenizer) if not self.layout.is_reference else None
+        vocabulary = self._word_lookup
         question, cot, answer = (table.column(name).combine_chunks() for name in ("question", "cot", "answer"))
         if (
             vocabulary is None
@@ -170,10 +180,10 @@ class ICoTCollator:
         if not pc.all(pc.and_(pc.string_is_ascii(question), pc.ascii_is_printable(question))).as_py():
             return None
         words = pc.split_pattern(question, " ")
-        known = pa.array(list(vocabulary), pa.string())
+        known, known_ids = vocabulary
         found = pc.index_in(pc.list_flatten(words), value_set=known)
         unk = self.tokenizer.unk_token_id
-        ids = np.array(list(vocabulary.values()), dtype=np.int32)[found.fill_null(0).to_numpy()]
+        ids = known_ids[found.fill_null(0).to_numpy()]
         if found.null_count or (unk is not None and (ids == unk).any()):
             return None  # an unknown word, an empty one (a double or outer space), or the unknown token itself
         question_ids = pa.ListArray.from_arrays(words.offsets, pa.array(ids, pa.int32()))
