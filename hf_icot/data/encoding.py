@@ -74,6 +74,11 @@ def checked_ids(text: str, ids: list[int], tokenizer: Any, unk_id: int | None | 
     unk = tokenizer.unk_token_id if unk_id is _LOOK_UP else unk_id
     if (unk is not None and unk in ids) or (text.strip() and not ids):
         word = first_unrepresentable_word(text, tokenizer)
+        if word is None:  # no missing word: the text spells the unknown token itself
+            raise ValueError(
+                f"the tokenizer cannot represent {text!r}: it holds the unknown token {tokenizer.unk_token!r} itself, "
+                "which cannot be told from a word the tokenizer lacks; remove it from the data."
+            )
         raise ValueError(
             f"the tokenizer cannot represent {word!r} (in {text!r}): it maps to the unknown token or to nothing; "
             "build the tokenizer from this data (hf_icot.data.tokenization.build_word_level_tokenizer) or add the token."

@@ -137,6 +137,8 @@ def test_prompts_and_split_generation_round_trip(which, words, bpe):
 def test_encoding_errors_are_one_clear_sentence(words):
     with pytest.raises(ValueError, match=r"cannot represent '9' \(in '1 9'\)"):
         encode_text("1 9", words)
+    with pytest.raises(ValueError, match=r"cannot represent '1 <unk>': it holds the unknown token '<unk>' itself"):
+        encode_text("1 <unk>", words)
     with pytest.raises(ValueError, match="prompt mode 'cot' is unknown"):
         encode_prompt("1 2", words, "cot")
     with pytest.raises(ValueError, match="hint mode needs a CoT length hint >= 0"):
