@@ -15,7 +15,8 @@ hint 0, so its "implicit" figures are those of the ``hint=0`` mode. It writes
 * ``ratios.md``: per task, the best fixed pace against the best adaptive one (examples to 90%, a percentile bootstrap
   interval over the seeds);
 * ``curves_<task>.png``: implicit exact match against training examples, mean over seeds with 95% error bars;
-* the verdicts of ``claims.csv`` (L1: the ratio; L2: the table's premise), with ``--ledger``.
+* the verdicts of ``claims.csv`` (L1: the ratio; L2: the table's premise), with ``--ledger``: ``pending`` while a
+  run that ``runs.yaml`` beside ``--runs`` defines for the task has no record.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import update_ledger
 from hf_icot.studies.report import error_bars, pyplot, read_json, record_folders, save_figure, write_table
 from hf_icot.studies.statistics import Summary, difference, summarize
-from hf_icot.studies.sweep import RECORD_FILE
+from hf_icot.studies.sweep import RECORD_FILE, SWEEP_FILE, load_sweep
 
 HERE = Path(__file__).resolve().parent
 BAR = 0.9
@@ -224,21 +225,40 @@ def ratio_line(task: str, entry: dict) -> str:
     return f"* {task}: no ratio: no {' and no '.join(missing)} pace reached 90% on every seed."
 
 
-def verdicts(rows: list[dict], compared: dict[str, dict]) -> dict[str, dict]:
-    """L1 (the ratio) and L2 (the premise) per task, by the rules of claims.csv."""
+def unrecorded(runs: list[dict], sweep_folder: Path) -> dict[str, list[str]]:
+    """Per task, the runs ``sweep_folder/runs.yaml`` defines that have no record among ``runs`` (none: no sweep file
+    there, as for records gathered elsewhere)."""
+    if not (sweep_folder / SWEEP_FILE).is_file():
+        return {}
+    recorded = {run["run"] for run in runs}
+    missing: dict[str, list[str]] = {}
+    for run in load_sweep(sweep_folder).runs:
+        match = NAME.match(run.name)
+        if match is not None and run.name not in recorded:
+            missing.setdefault(match["task"], []).append(run.name)
+    return missing
+
+
+def verdicts(
+    rows: list[dict], compared: dict[str, dict], missing: dict[str, list[str]] | None = None
+) -> dict[str, dict]:
+    """L1 (the ratio) and L2 (the premise) per task, by the rules of claims.csv; ``pending`` while a curriculum has
+    fewer than 3 seeds or ``missing`` (:func:`unrecorded`) names a run of the task's sweep not recorded yet."""
     results = {}
+    missing = missing or {}
     for task, entry in compared.items():
         task_rows = [row for row in rows if row["task"] == task]
         seeds = min(len(row["runs"]) for row in task_rows)
+        short = f"; {len(missing[task])} run(s) of runs.yaml not recorded yet" if missing.get(task) else ""
         r = entry["ratio"]
         if r is None:
             verdict, ours = "inconclusive", ratio_line(task, entry)[2:]
         else:
             verdict = "agree" if r["ratio"] >= 2 and r["low"] > 1 else "disagree" if r["high"] < 2 else "inconclusive"
             ours = f"best fixed / best adaptive = {r['ratio']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
-        if seeds < 3:
+        if seeds < 3 or short:
             verdict = "pending"
-        results[f"L1-{task}"] = {"verdict": verdict, "seeds": seeds, "ours": ours}
+        results[f"L1-{task}"] = {"verdict": verdict, "seeds": seeds, "ours": ours + short}
         curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
         best = max(curricula, key=lambda row: row["final"].mean) if curricula else None
         e2e = next((row for row in task_rows if family(row["curriculum"]) == "e2e"), None)
@@ -246,7 +266,7 @@ def verdicts(rows: list[dict], compared: dict[str, dict]) -> dict[str, dict]:
             results[f"L2-{task}"] = {
                 "verdict": "pending",
                 "seeds": seeds,
-                "ours": "no curriculum or no end-to-end run",
+                "ours": "no curriculum or no end-to-end run" + short,
             }
             continue
         gap = difference([final_test(r) for r in best["runs"]], [final_test(r) for r in e2e["runs"]])
@@ -259,10 +279,10 @@ def verdicts(rows: list[dict], compared: dict[str, dict]) -> dict[str, dict]:
             verdict = "inconclusive"
         gap_text = f"{gap.mean:.3f}" + ("" if gap.low is None else f" [{gap.low:.3f}, {gap.high:.3f}]")
         results[f"L2-{task}"] = {
-            "verdict": "pending" if seeds < 3 else verdict,
+            "verdict": "pending" if seeds < 3 or short else verdict,
             "seeds": seeds,
             "ours": f"best: {label(best['curriculum'])} {best['final'].text(3)}; end to end {e2e['final'].text(3)}; "
-            f"gap {gap_text}",
+            f"gap {gap_text}{short}",
         }
     return results
 
@@ -309,7 +329,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     (args.out / "ratios.md").write_text("\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n")
     written = plot(rows, args.out)
     if args.ledger is not None:
-        update_ledger(args.ledger, verdicts(rows, compared))
+        update_ledger(args.ledger, verdicts(rows, compared, unrecorded(runs, args.runs.parent)))
     print(table)
     print((args.out / "ratios.md").read_text())
     print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "ratios.md", *written]))

@@ -91,6 +91,26 @@ def test_the_command_writes_the_tables_plots_and_verdicts(tmp_path):
         assert matplotlib.image.imread(tmp_path / f"out/curves_{task}.png").shape[2] in (3, 4)
 
 
+def test_verdicts_stay_pending_while_a_run_of_the_sweep_has_no_record(tmp_path):
+    """Every recorded curriculum of parity4 has 3 seeds, but the sweep beside the records defines one more run: the
+    verdicts of parity4 wait for it (and say so); counter7, whose runs are all recorded, is decided."""
+    _records(tmp_path / "runs")
+    (tmp_path / "runs.yaml").write_text(
+        "study: league\ncommand: [python]\noutput_root: outputs/league\ndone_file: eval_results.json\nruns:\n"
+        "  - {name: parity4_stepwise150, args: [], seeds: [0, 1, 2]}\n"
+        "  - {name: parity4_adaptive_sequence, args: [], seeds: [0]}\n"
+        "  - {name: counter7_e2e, args: [], seeds: [0, 1, 2]}\n"
+    )
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/curricula/claims.csv").read_text())
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    for claim in ("L1-parity4", "L2-parity4"):
+        assert verdicts[claim]["verdict"] == "pending"
+        assert verdicts[claim]["ours"].endswith("; 1 run(s) of runs.yaml not recorded yet")
+    assert verdicts["L2-counter7"]["verdict"] == "agree"
+
+
 def test_a_record_with_a_name_outside_the_sweep_is_refused(tmp_path):
     (tmp_path / "runs/parity4-e2e").mkdir(parents=True)
     with pytest.raises(ValueError, match=r"^run record 'parity4-e2e' is not named <task>_<curriculum>_s<seed>"):
