@@ -225,16 +225,15 @@ def ratio_line(task: str, entry: dict) -> str:
     return f"* {task}: no ratio: no {' and no '.join(missing)} pace reached 90% on every seed."
 
 
-def unrecorded(runs: list[dict], sweep_folder: Path) -> dict[str, list[str]]:
-    """Per task, the runs ``sweep_folder/runs.yaml`` defines that have no record among ``runs`` (none: no sweep file
-    there, as for records gathered elsewhere)."""
+def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
+    """Per task, the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded as done (none: no sweep
+    file there, as for records gathered elsewhere)."""
     if not (sweep_folder / SWEEP_FILE).is_file():
         return {}
-    recorded = {run["run"] for run in runs}
     missing: dict[str, list[str]] = {}
     for run in load_sweep(sweep_folder).runs:
         match = NAME.match(run.name)
-        if match is not None and run.name not in recorded:
+        if match is not None and run.state() != "recorded":
             missing.setdefault(match["task"], []).append(run.name)
     return missing
 
@@ -329,7 +328,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     (args.out / "ratios.md").write_text("\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n")
     written = plot(rows, args.out)
     if args.ledger is not None:
-        update_ledger(args.ledger, verdicts(rows, compared, unrecorded(runs, args.runs.parent)))
+        update_ledger(args.ledger, verdicts(rows, compared, unrecorded(args.runs.parent)))
     print(table)
     print((args.out / "ratios.md").read_text())
     print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "ratios.md", *written]))
