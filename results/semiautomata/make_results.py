@@ -279,11 +279,30 @@ def regime_facts(found: list[dict[str, Any]], table: str, verdicts: dict[str, An
     }
 
 
-def _verdict_lines(verdicts: dict[str, Any]) -> str:
-    """One bullet per second-round claim A1, A3-A8: its verdict and figures (pending until its runs are in)."""
-    lines = [f"* **{claim}: {v['verdict']}** — {v['ours']}" for claim, v in verdicts.items()
-             if claim not in ("R", "A2") and v is not None]  # fmt: skip
+def _verdict_lines(verdicts: dict[str, Any], claims: tuple[str, ...]) -> str:
+    """One bullet per claim of ``claims`` (A1, A3-A8 at one point): its verdict and figures (pending until its runs
+    are in)."""
+    lines = [f"* **{claim}: {verdicts[claim]['verdict']}** — {verdicts[claim]['ours']}" for claim in claims
+             if verdicts.get(claim) is not None]  # fmt: skip
     return "\n".join(lines) or "* pending: no regime chosen yet."
+
+
+#: the claims read at each point: R's (no suffix) and R2's (the counter C_7 at T = 32)
+POINT_CLAIMS = ("A1", "A3", "A4", "A5", "A6", "A7", "A8")
+COUNTER = "-counter"
+
+
+def point_results(
+    claim_runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict | None, out: Path, stem: str
+) -> str:
+    """The claims' table at ``point`` (``<stem>.csv``/``.md``) and its plots (``<stem>_claims.png``,
+    ``<stem>_probes.png``); the Markdown table, or a line saying the point is not chosen yet."""
+    if point is None:
+        return "(no regime chosen yet)"
+    table = write_table(second_claims.table_rows(claim_runs, regime_runs, point), out, stem, cell=fmt)
+    second_claims.plot(claim_runs, regime_runs, point, out, f"{stem}_claims")
+    second_claims.plot_probe_maps(claim_runs, regime_runs, point, out, f"{stem}_probes")
+    return table
 
 
 def write_readme(
@@ -338,15 +357,13 @@ def main(argv: list[str] | None = None) -> None:
     found = regime.points(second)
     regime_table = write_table(regime.table_rows(found), out, "regime", cell=fmt)
     regime.plot(found, out)
-    point = regime.chosen(found)
-    verdicts = {"R": regime.verdict_r(found), "A2": regime.verdict_a2(found),
-                **second_claims.verdicts(claim_runs, second, point)}  # fmt: skip
-    if point is not None:
-        claims_table = write_table(second_claims.table_rows(claim_runs, second, point), out, "second_round", cell=fmt)
-        second_claims.plot(claim_runs, second, point, out)
-        second_claims.plot_probe_maps(claim_runs, second, point, out)
-    else:
-        claims_table = "(no regime chosen yet)"
+    point, point2 = regime.chosen(found), regime.second(found)
+    verdicts = {"R": regime.verdict_r(found), "A2": regime.verdict_a2(found, point),
+                **second_claims.verdicts(claim_runs, second, point),
+                "R2": regime.verdict_r2(found), f"A2{COUNTER}": regime.verdict_a2(found, point2),
+                **second_claims.verdicts(claim_runs, second, point2, suffix=COUNTER)}  # fmt: skip
+    claims_table = point_results(claim_runs, second, point, out, "second_round")
+    counter_table = point_results(claim_runs, second, point2, out, "counter_round")
     if (out / "claims.csv").exists():
         update_ledger(out / "claims.csv", {claim: v for claim, v in verdicts.items() if v is not None})
     table = write_table([result_row(run) for run in runs], out, "results", cell=fmt)
@@ -378,7 +395,8 @@ def main(argv: list[str] | None = None) -> None:
     pilot_rows = [{**result_row(run), "run": run["sweep_run"]} for run in pilots]
     pilot_table = write_table(pilot_rows, out, "pilots", cell=fmt) if pilots else "(no pilot run yet)"
     facts = {**regime_facts(found, regime_table, verdicts), "second_table": claims_table, "second_pilots": pilot_table,
-             "second_verdicts": _verdict_lines(verdicts)}  # fmt: skip
+             "second_verdicts": _verdict_lines(verdicts, POINT_CLAIMS), "counter_table": counter_table,
+             "counter_verdicts": _verdict_lines(verdicts, ("R2", f"A2{COUNTER}", *(c + COUNTER for c in POINT_CLAIMS)))}  # fmt: skip
     write_readme(runs, claims(runs, out), table, out, facts)
 
 

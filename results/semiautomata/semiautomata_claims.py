@@ -89,9 +89,10 @@ def groups_at(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], poi
     for depth in DEPTHS:
         for lr in LEARNING_RATES:
             groups[f"depth {depth}, lr {lr:g}"] = [r for r in select(left_all, depth=depth) if r.get("lr") == lr]
+    kind = " group" if point["automaton"].endswith(" group") else ""  # A6's moduli as the point's kind of automaton
     for modulus in PRIMES + COMPOSITES:
-        name = f"C{modulus} group"
-        groups[name] = [r for r in select(runs, automaton=name, T=point["T"], regime="left curriculum", depth=4)]
+        at_modulus = select(runs, automaton=f"C{modulus}{kind}", T=point["T"], regime="left curriculum", depth=4)
+        groups[f"C{modulus}"] = [r for r in at_modulus if r.get("lr") in (None, BASE_LR)]
     return groups
 
 
@@ -178,8 +179,8 @@ def a5(groups: dict) -> dict[str, Any]:
 
 
 def a6(groups: dict) -> dict[str, Any]:
-    primes = [run for m in PRIMES for run in groups[f"C{m} group"]]
-    composites = [run for m in COMPOSITES for run in groups[f"C{m} group"]]
+    primes = [run for m in PRIMES for run in groups[f"C{m}"]]
+    composites = [run for m in COMPOSITES for run in groups[f"C{m}"]]
     on_id, on_ood = _compare(_ids(composites), _ids(primes)), _compare(_oods(composites), _oods(primes))
     if "first" in (on_id, on_ood):
         verdict = "agree"
@@ -191,7 +192,7 @@ def a6(groups: dict) -> dict[str, Any]:
             f"prime (C13, C17) ID {_text(summary_of(_ids(primes)))}, OOD {_text(summary_of(_oods(primes)))}; composite - "
             f"prime ID {_text(_diff(_ids(composites), _ids(primes)))}, OOD "
             f"{_text(_diff(_oods(composites), _oods(primes)))}")  # fmt: skip
-    return _result(verdict, {f"C{m} group": groups[f"C{m} group"] for m in PRIMES + COMPOSITES}, ours)
+    return _result(verdict, {f"C{m}": groups[f"C{m}"] for m in PRIMES + COMPOSITES}, ours)
 
 
 def a7(groups: dict, length: int) -> dict[str, Any]:
@@ -226,7 +227,9 @@ def probe_score(run: dict[str, Any]) -> float | None:
 PROBED = (("left curriculum", None), ("end to end", None), ("mixture (hints)", "hint=0"))
 
 
-def plot_probe_maps(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict, out: Path) -> None:
+def plot_probe_maps(
+    runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict, out: Path, stem: str
+) -> None:
     """Part 3: the layer x step probe map of every seed of the left-curriculum, end-to-end and mixture models."""
     import numpy as np
 
@@ -256,7 +259,7 @@ def plot_probe_maps(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]
         fig.colorbar(image, ax=axes.ravel().tolist(), label="held-out probe accuracy")
     fig.suptitle(f"Where did the reasoning go, {point['automaton']} at T = {point['T']}: a linear probe for the state "
                  "after step t, read from each layer at the t-th input symbol")  # fmt: skip
-    fig.savefig(out / "second_round_probes.png", dpi=90)
+    fig.savefig(out / f"{stem}.png", dpi=90)
     plt.close(fig)
 
 
@@ -279,23 +282,18 @@ def a8(groups: dict) -> dict[str, Any]:
     return _result(verdict, named, f"Spearman rho {rho:.3f} (p = {p_value:.3g}) over {len(pairs)} runs")
 
 
-CLAIM_IDS = ("A1", "A3", "A4", "A5", "A6", "A7", "A8")
-
-
-def verdicts(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict | None) -> dict[str, dict]:
-    """A1, A3-A8 for the ledger (``{}`` until rule R has chosen a point)."""
+def verdicts(
+    runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict | None, suffix: str = ""
+) -> dict[str, dict]:
+    """A1, A3-A8 at ``point`` for the ledger, each id followed by ``suffix`` (``-counter``: at rule R2's point);
+    ``{}`` until the rule has chosen the point."""
     if point is None:
         return {}
-    elsewhere = sorted({(r["automaton"], r["T"]) for r in runs} - {(point["automaton"], point["T"])})
-    if elsewhere and not select(runs, automaton=point["automaton"], T=point["T"]):
-        where = ", ".join(f"{a} at T = {t}" for a, t in elsewhere)
-        note = f"the claim runs are at {where}, not at the chosen regime {point['automaton']} at T = {point['T']}"
-        return {claim: {"verdict": "pending", "seeds": 0, "ours": note} for claim in CLAIM_IDS}
     groups = groups_at(runs, regime_runs, point)
     found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups), "A6": a6(groups),
              "A7": a7(groups, point["T"]), "A8": a8(groups)}  # fmt: skip
     where = f"{point['automaton']} at T = {point['T']}: "
-    return {claim: {**v, "ours": where + v["ours"]} for claim, v in found.items()}
+    return {claim + suffix: {**v, "ours": where + v["ours"]} for claim, v in found.items()}
 
 
 def table_rows(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict) -> list[dict]:
@@ -313,7 +311,7 @@ def table_rows(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], po
     return rows
 
 
-def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict, out: Path) -> None:
+def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict, out: Path, stem: str) -> None:
     """Four panels: the regimes (A1, A3, A4, A7), A5's learning-rate grid per shape, A6's moduli, A8's scatter."""
     groups = groups_at(runs, regime_runs, point)
     plt = pyplot()
@@ -340,12 +338,12 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
     axes[1].minorticks_off()
     moduli = PRIMES + COMPOSITES
     error_bars(
-        axes[2], list(moduli), [summary_of(_ids(groups[f"C{m} group"])) for m in moduli], label="ID", linestyle="none"
+        axes[2], list(moduli), [summary_of(_ids(groups[f"C{m}"])) for m in moduli], label="ID", linestyle="none"
     )
-    error_bars(axes[2], [m + 0.2 for m in moduli], [summary_of(_oods(groups[f"C{m} group"])) for m in moduli],
+    error_bars(axes[2], [m + 0.2 for m in moduli], [summary_of(_oods(groups[f"C{m}"])) for m in moduli],
                label="mean OOD", marker="s", linestyle="none")  # fmt: skip
     axes[2].set_xticks(list(moduli), [f"C{m}\n{'prime' if m in PRIMES else 'composite'}" for m in moduli])
-    axes[2].set(title="A6: prime vs composite groups (left, implicit)", ylabel="answer exact match", ylim=(0, 1.05))
+    axes[2].set(title="A6: prime vs composite moduli (left, implicit)", ylabel="answer exact match", ylim=(0, 1.05))
     for (name, mode), marker in zip(PROBED, "ox^", strict=True):
         points = [(probe_score(r), _ood(r, mode)) for r in groups[name]]
         points = [p for p in points if None not in p]
@@ -355,4 +353,4 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
     for ax in axes:
         ax.legend(fontsize=7, loc="best")
     fig.suptitle(f"Second-round claims at {point['automaton']}, T = {point['T']} (mean, 95% interval over seeds)")
-    save_figure(fig, out / "second_round_claims.png", dpi=100)
+    save_figure(fig, out / f"{stem}.png", dpi=100)

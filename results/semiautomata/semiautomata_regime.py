@@ -25,6 +25,9 @@ MIN_SEEDS = 3
 LENGTHS = (16, 32, 64)
 #: cheapest first: shorter sequences, then the simpler automaton
 AUTOMATON_ORDER = ("C7", "C7 group", "s3")
+#: Rule R2 (claims.csv): the claims' second point, fixed from this sweep's table once R's point (C7 group, T = 16)
+#: proved one where no curriculum internalizes (claim_cyclic7_t16_left on 3 seeds and both pilots end at chance)
+SECOND_POINT = {"automaton": "C7", "T": 32}
 
 
 def sweep_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -80,15 +83,43 @@ def complete(point: dict[str, Any]) -> bool:
     return point["cot_seeds"] >= MIN_SEEDS and point["e2e_seeds"] >= MIN_SEEDS
 
 
+def meets_bars(point: dict[str, Any]) -> bool:
+    """Full CoT ID >= 0.95 and end to end ID <= full CoT - 0.30 (bounds met to within float rounding count as met)."""
+    return point["cot_id"].mean >= FULL_COT_BAR - EPS and point["gap"].mean >= GAP - EPS
+
+
 def chosen(found: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Rule R: the cheapest point with full CoT ID >= 0.95 and end to end ID <= full CoT - 0.30; None while a cheaper
-    point is short of seeds (it might still be the one). Bounds met to within float rounding count as met."""
+    """Rule R: the cheapest point that :func:`meets_bars`; None while a cheaper point is short of seeds (it might
+    still be the one)."""
     for point in found:  # already cheapest first
         if not complete(point):
             return None
-        if point["cot_id"].mean >= FULL_COT_BAR - EPS and point["gap"].mean >= GAP - EPS:
+        if meets_bars(point):
             return point
     return None
+
+
+def _second_candidate(found: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((p for p in found if all(p[key] == value for key, value in SECOND_POINT.items())), None)
+
+
+def second(found: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Rule R2's point (:data:`SECOND_POINT`) once it has its seeds and meets R's bars; else None."""
+    point = _second_candidate(found)
+    return point if point is not None and complete(point) and meets_bars(point) else None
+
+
+def verdict_r2(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """R2: agree when :data:`SECOND_POINT` meets R's bars over its seeds, disagree when it does not."""
+    point = _second_candidate(found)
+    where = f"{SECOND_POINT['automaton']} at T = {SECOND_POINT['T']}"
+    if point is None or not complete(point):
+        seeds = 0 if point is None else point["cot_seeds"] + point["e2e_seeds"]
+        return {"verdict": "pending", "seeds": seeds, "ours": f"{where}: short of {MIN_SEEDS} seeds per regime"}
+    ours = (f"{where}: full CoT {_text(point['cot_id'])}, end to end {_text(point['e2e_id'])}, gap "
+            f"{_text(point['gap'])}")  # fmt: skip
+    return {"verdict": "agree" if meets_bars(point) else "disagree", "seeds": point["cot_seeds"] + point["e2e_seeds"],
+            "ours": ours}  # fmt: skip
 
 
 def shortcut_points(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,9 +146,8 @@ def verdict_r(found: list[dict[str, Any]]) -> dict[str, Any]:
     return {"verdict": "agree", "seeds": seeds, "ours": ours}
 
 
-def verdict_a2(found: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A2 at the chosen automaton: the gap at the chosen T, and end to end not rising with T."""
-    point = chosen(found)
+def verdict_a2(found: list[dict[str, Any]], point: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A2 at ``point``'s automaton (R's or R2's point): the gap at its T, and end to end not rising with T."""
     if point is None:
         return None
     series = [p for p in found if p["automaton"] == point["automaton"] and complete(p)]
