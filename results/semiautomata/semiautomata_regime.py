@@ -126,9 +126,17 @@ def shortcut_points(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for p in found if complete(p) and abs(p["gap"].mean) <= SHORTCUT]
 
 
+def _shortcut_text(found: list[dict[str, Any]]) -> str:
+    """The points where end to end stays within :data:`SHORTCUT` of full CoT, each said to be a working shortcut
+    (both high) or a floor (full CoT below R's bar too: nothing was learned either way)."""
+    labels = [f"{p['automaton']} T={p['T']}" + ("" if p["cot_id"].mean >= FULL_COT_BAR - EPS else " (a floor: both fail)")
+              for p in shortcut_points(found)]  # fmt: skip
+    return ", ".join(labels) or "none"
+
+
 def verdict_r(found: list[dict[str, Any]]) -> dict[str, Any]:
     point = chosen(found)
-    shortcut = ", ".join(f"{p['automaton']} T={p['T']}" for p in shortcut_points(found)) or "none"
+    shortcut = _shortcut_text(found)
     missing = [f"{p['automaton']} T={p['T']}" for p in found if not complete(p)]
     seeds = sum(p["cot_seeds"] + p["e2e_seeds"] for p in found)
     if point is None:
