@@ -9,6 +9,10 @@ with its exit status and the last lines of its log, is not tried again unless as
 goes on with the others. A run that exits with :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS` (it saved a checkpoint on a
 preemption signal) is not recorded: the next sweep resumes it. Children get SIGTERM when the harness dies (Linux), so a killed sweep leaves no run writing
 on its own; started again, it continues where it stopped.
+
+Two harnesses on one sweep (two shells, say, each with its ``--only`` patterns that overlap) do not run a run twice:
+each checks a run's state again when its turn comes, and skips it when it was recorded meanwhile or when another live
+process on this machine holds it (the :data:`RUNNING_MARKER` the harness writes into a run's folder while it runs it).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hf_icot.errors import PREEMPTED_EXIT_STATUS
-from hf_icot.studies.sweep import DEFINITION_MARKER, RECORD_FILE, Run, Sweep, SweepError
+from hf_icot.studies.sweep import DEFINITION_MARKER, RECORD_FILE, RUNNING_MARKER, Run, Sweep, SweepError
 
 LOG_TAIL_LINES = 20
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -64,6 +68,17 @@ def git_commit_paths(paths: Sequence[Path], message: str) -> bool:
             return True
         time.sleep(1 + attempt)
     return False
+
+
+def _alive(pid: int) -> bool:
+    """A process with this id exists on this machine (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -115,8 +130,8 @@ class SweepRunner:
         return [run for run in runs if run.state() in wanted]
 
     def run(self, runs: Sequence[Run]) -> dict[str, str]:
-        """Run ``runs`` (those still pending); returns name -> ``ok`` / ``failed`` / ``preempted`` (not recorded) for
-        the ones it handled."""
+        """Run ``runs`` (those still pending); returns name -> ``ok`` / ``failed`` / ``preempted`` (not recorded) /
+        ``skipped`` (recorded or held by another harness when its turn came) for the ones it handled."""
         self.sweep.check_records()
         todo = self.pending(runs)
         self.echo(f"{self.sweep.study}: {len(todo)} of {len(runs)} runs to do, {self.jobs} at a time")
@@ -146,8 +161,43 @@ class SweepRunner:
             return [*run.command, *extra]
         return run.command
 
+    def _held_elsewhere(self, run: Run) -> int | None:
+        """Take ``run`` for this process (:data:`RUNNING_MARKER`); the id of the live process that holds it
+        instead, or None when it is now ours. A marker whose process is gone is taken over."""
+        marker = run.output_dir / RUNNING_MARKER
+        run.output_dir.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            try:
+                descriptor = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                try:
+                    holder = int(marker.read_text(encoding="utf-8").strip() or 0)
+                except (OSError, ValueError):
+                    holder = 0
+                if holder and holder != os.getpid() and _alive(holder):
+                    return holder
+                marker.unlink(missing_ok=True)  # its process is gone: a killed harness's
+                continue
+            with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+                stream.write(f"{os.getpid()}\n")
+            return None
+        return None
+
     def _one(self, run: Run) -> str:
         state = run.state()
+        if state == "recorded" or (state == "failed" and not self.retry_failed):
+            self.echo(f"skip {run.name}: recorded meanwhile (by another harness)")
+            return "skipped"
+        holder = self._held_elsewhere(run)
+        if holder is not None:
+            self.echo(f"skip {run.name}: process {holder} is running it (another harness)")
+            return "skipped"
+        try:
+            return self._start(run, run.state())
+        finally:
+            (run.output_dir / RUNNING_MARKER).unlink(missing_ok=True)
+
+    def _start(self, run: Run, state: str) -> str:
         if state == "finished":  # its folder finished outside the harness (a cluster job): record it only
             return self._record(run, {"status": "ok", "exit_code": 0, "wall_s": None, "collected": True})
         command = self._command(run, state)

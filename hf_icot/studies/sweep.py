@@ -64,6 +64,8 @@ RUN_KEYS = {"name", "args", "seed", "seeds", "command", "env", "done_file", "rec
 STATES = ("recorded", "failed", "finished", "stale", "started", "missing")
 #: Written into a run's folder when the harness starts it: the definition the folder is being computed for.
 DEFINITION_MARKER = ".sweep-definition"
+#: In a run's folder while a harness runs it: that harness's process id (a marker whose process is gone is stale).
+RUNNING_MARKER = ".sweep-running"
 
 
 class SweepError(ValueError):
@@ -123,7 +125,8 @@ class Run:
             marker = self.output_dir / DEFINITION_MARKER  # none: a folder run outside the harness, collected as is
             stale = marker.is_file() and marker.read_text(encoding="utf-8").strip() != self.definition
             return "stale" if stale else "finished"
-        return "started" if self.output_dir.is_dir() and any(self.output_dir.iterdir()) else "missing"
+        started = self.output_dir.is_dir() and any(p.name != RUNNING_MARKER for p in self.output_dir.iterdir())
+        return "started" if started else "missing"
 
 
 @dataclass

@@ -124,6 +124,34 @@ def test_a_killed_sweep_resumes_without_redoing_finished_runs_and_leaves_no_run_
     assert record(study, "fast") == first and record(study, "slow")["status"] == "ok"
 
 
+def test_two_harnesses_on_one_sweep_run_each_run_once(tmp_path: Path) -> None:
+    study = write_sweep(tmp_path / "study", [
+        {"name": "slow", "seed": 0, "args": ["--sleep", "60"]},
+        {"name": "fast", "seed": 1},
+    ])  # fmt: skip
+    (study / "outputs").mkdir(parents=True)
+    (study / "outputs" / "hold").write_text("hold the slow run\n")
+    first = subprocess.Popen(
+        [sys.executable, "-m", "hf_icot.studies", "run", str(study)], cwd=REPO, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (study / "outputs" / "slow" / "started").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = harness("run", str(study))  # while the first holds "slow"
+    assert second.returncode == 0, second.stderr
+    assert f"skip slow: process {first.pid} is running it (another harness)" in second.stdout
+    assert record(study, "fast")["status"] == "ok" and not (study / "runs" / "slow").exists()
+
+    (study / "outputs" / "hold").unlink()
+    out, _ = first.communicate(timeout=60)
+    assert first.returncode == 0, out
+    assert "skip fast: recorded meanwhile (by another harness)" in out
+    assert sorted(calls(study)) == ["fast 1", "slow 0"], "each run ran once, in one of the two harnesses"
+    assert record(study, "slow")["status"] == "ok"
+    assert not (study / "outputs" / "slow" / ".sweep-running").exists(), "the marker goes when the run ends"
+
+
 def test_a_failing_run_is_recorded_once_with_its_status_and_log_and_the_sweep_goes_on(tmp_path: Path) -> None:
     study = write_sweep(tmp_path / "study", [
         {"name": "broken", "seed": 0, "args": ["--fail"]},
