@@ -37,6 +37,12 @@ def pilot_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [run for run in runs if run["sweep_run"].startswith(PILOT_PREFIX)]
 
 
+def label(point: dict[str, Any]) -> str:
+    """The point's automaton as a reader knows it: ``C7`` alone is the counter {stay, +1}."""
+    automaton = point["automaton"]
+    return f"the counter {automaton}" if automaton.startswith("C") and " " not in automaton else automaton
+
+
 def _text(summary: Summary | None) -> str:
     return summary.text() if summary is not None else "none"
 
@@ -257,7 +263,7 @@ def plot_probe_maps(
                          f"probe score {_fmt(score)}", fontsize=8)  # fmt: skip
     if image is not None:
         fig.colorbar(image, ax=axes.ravel().tolist(), label="held-out probe accuracy")
-    fig.suptitle(f"Where did the reasoning go, {point['automaton']} at T = {point['T']}: a linear probe for the state "
+    fig.suptitle(f"Where did the reasoning go, {label(point)} at T = {point['T']}: a linear probe for the state "
                  "after step t, read from each layer at the t-th input symbol")  # fmt: skip
     fig.savefig(out / f"{stem}.png", dpi=90)
     plt.close(fig)
@@ -352,5 +358,5 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
                 xlabel="best block's probe accuracy, mean over steps", ylabel="mean OOD answer exact match")  # fmt: skip
     for ax in axes:
         ax.legend(fontsize=7, loc="best")
-    fig.suptitle(f"Second-round claims at {point['automaton']}, T = {point['T']} (mean, 95% interval over seeds)")
+    fig.suptitle(f"Claims at {label(point)}, T = {point['T']} (mean, 95% interval over seeds)")
     save_figure(fig, out / f"{stem}.png", dpi=100)
