@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
     verdicts = {"R": regime.verdict_r(found), "A2": regime.verdict_a2(found, point),
                 **second_claims.verdicts(claim_runs, second, point),
                 "R2": regime.verdict_r2(found), f"A2{COUNTER}": regime.verdict_a2(found, point2),
-                **second_claims.verdicts(claim_runs, second, point2, suffix=COUNTER)}  # fmt: skip
+                **second_claims.verdicts(claim_runs, second, point2, suffix=COUNTER, a5_screen_seed=0)}  # fmt: skip
     claims_table = point_results(claim_runs, second, point, out, "second_round")
     counter_table = point_results(claim_runs, second, point2, out, "counter_round")
     if (out / "claims.csv").exists():

@@ -165,23 +165,39 @@ def a4(groups: dict) -> dict[str, Any]:
     return _result(verdict, {"left": left, "right": right}, ours)  # the inductive one is reported, not required
 
 
-def best_learning_rate(groups: dict, depth: int) -> float | None:
-    """The learning rate of the grid with the best mean implicit ID at ``depth`` (the first on a tie)."""
-    scored = [(mean(_ids(groups[f"depth {depth}, lr {lr:g}"])), lr) for lr in LEARNING_RATES]
-    scored = [(score, lr) for score, lr in scored if score is not None]
+def best_learning_rate(groups: dict, depth: int, seed: int | None = None) -> float | None:
+    """The learning rate of the grid with the best mean implicit ID at ``depth`` over the seeds, or over ``seed``'s
+    runs alone (a screen); the first on a tie."""
+
+    def score(lr: float) -> float | None:
+        group = groups[f"depth {depth}, lr {lr:g}"]
+        return mean(_ids([run for run in group if seed is None or run["seed"] == seed]))
+
+    scored = [(score(lr), lr) for lr in LEARNING_RATES]
+    scored = [(value, lr) for value, lr in scored if value is not None]
     return max(scored, key=lambda pair: (pair[0], -LEARNING_RATES.index(pair[1])))[1] if scored else None
 
 
-def a5(groups: dict) -> dict[str, Any]:
+def a5(groups: dict, screen_seed: int | None = None) -> dict[str, Any]:
+    """A5: each shape at its best learning rate, chosen over all the grid's seeds or, with ``screen_seed``, on that
+    seed's runs alone (A5-counter: only each shape's chosen rate needs the other seeds)."""
     grid = {name: g for name, g in groups.items() if name.startswith("depth ")}
-    best = {depth: best_learning_rate(groups, depth) for depth in DEPTHS}
+    if screen_seed is not None:
+        unscreened = [name for name, g in grid.items() if not any(run["seed"] == screen_seed for run in g)]
+        if unscreened:
+            return _result("pending", {}, f"no seed-{screen_seed} run yet at: {', '.join(unscreened)}")
+    best = {depth: best_learning_rate(groups, depth, screen_seed) for depth in DEPTHS}
     if None in best.values():
         return _result("pending", grid, "no run of one of the shapes yet")
-    shallow, deep = (_ids(groups[f"depth {d}, lr {best[d]:g}"]) for d in DEPTHS)
+    chosen = {f"depth {d}, lr {best[d]:g}": groups[f"depth {d}, lr {best[d]:g}"] for d in DEPTHS}
+    shallow, deep = (_ids(group) for group in chosen.values())
     verdict = {"first": "agree", "second": "disagree"}.get(_compare(shallow, deep), "inconclusive")
     ours = "; ".join(f"depth {d} best at lr {best[d]:g}: ID {_text(summary_of(_ids(groups[f'depth {d}, lr {best[d]:g}'])))}"
                      for d in DEPTHS)  # fmt: skip
-    return _result(verdict, grid, f"{ours}; difference {_text(_diff(shallow, deep))}")
+    ours += f"; difference {_text(_diff(shallow, deep))}"
+    if screen_seed is not None:
+        ours += f" (learning rates chosen on seed {screen_seed})"
+    return _result(verdict, grid if screen_seed is None else chosen, ours)
 
 
 def a6(groups: dict) -> dict[str, Any]:
@@ -289,14 +305,18 @@ def a8(groups: dict) -> dict[str, Any]:
 
 
 def verdicts(
-    runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict | None, suffix: str = ""
+    runs: list[dict[str, Any]],
+    regime_runs: list[dict[str, Any]],
+    point: dict | None,
+    suffix: str = "",
+    a5_screen_seed: int | None = None,
 ) -> dict[str, dict]:
-    """A1, A3-A8 at ``point`` for the ledger, each id followed by ``suffix`` (``-counter``: at rule R2's point);
-    ``{}`` until the rule has chosen the point."""
+    """A1, A3-A8 at ``point`` for the ledger, each id followed by ``suffix`` (``-counter``: at rule R2's point; its
+    A5 chooses the learning rates on ``a5_screen_seed``); ``{}`` until the rule has chosen the point."""
     if point is None:
         return {}
     groups = groups_at(runs, regime_runs, point)
-    found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups), "A6": a6(groups),
+    found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups, a5_screen_seed), "A6": a6(groups),
              "A7": a7(groups, point["T"]), "A8": a8(groups)}  # fmt: skip
     where = f"{point['automaton']} at T = {point['T']}: "
     return {claim + suffix: {**v, "ours": where + v["ours"]} for claim, v in found.items()}

@@ -1,4 +1,5 @@
-"""results/semiautomata/semiautomata_regime.py: rules R and R2 on regime points whose figures are known by design."""
+"""results/semiautomata: rules R and R2 (semiautomata_regime.py) and A5-counter's learning-rate screen (semiautomata_claims.py) on
+figures known by design."""
 
 from __future__ import annotations
 
@@ -62,3 +63,31 @@ def test_a_shared_failure_is_reported_as_a_floor_not_a_working_shortcut():
     regime = _regime()
     ours = regime.verdict_r(_table([0.15, 0.2, 0.12]))["ours"]
     assert ours.endswith("end to end within 0.05 of full CoT at: C7 T=16, C7 group T=64 (a floor: both fail)")
+
+
+def _claims():
+    return load_script(REPO / "results/semiautomata/semiautomata_claims.py", "semiautomata_claims_analysis")
+
+
+def _left(depth: int, lr: float, seed: int, test: float) -> dict:
+    """A left-curriculum run at the counter C7, T = 32, as ``load_run`` describes it."""
+    return {"automaton": "C7", "T": 32, "regime": "left curriculum", "mode": "implicit", "depth": depth, "lr": lr,
+            "seed": seed, "metrics": {"test/implicit/answer_em": test}, "splits": {}}  # fmt: skip
+
+
+def test_a5_counter_chooses_each_shapes_rate_on_seed_0_and_needs_three_seeds_only_there():
+    claims = _claims()
+    point = {"automaton": "C7", "T": 32}
+    screen = {(4, 3e-4): 0.5, (4, 1e-3): 0.9, (4, 3e-3): 0.7, (16, 3e-4): 0.2, (16, 1e-3): 0.3, (16, 3e-3): 0.6}
+    runs = [_left(depth, lr, 0, test) for (depth, lr), test in screen.items()]
+    pending = claims.a5(claims.groups_at(runs[:-1], [], point), screen_seed=0)
+    assert pending["verdict"] == "pending" and pending["ours"].startswith("no seed-0 run yet at: depth 16, lr 0.003")
+    runs += [_left(4, 1e-3, seed, test) for seed, test in ((1, 0.95), (2, 0.92))]
+    short = claims.a5(claims.groups_at(runs, [], point), screen_seed=0)
+    assert short["verdict"] == "pending" and short["ours"].endswith("short of 3 seeds: depth 16, lr 0.003 (1 seeds)")
+    runs += [_left(16, 3e-3, seed, test) for seed, test in ((1, 0.55), (2, 0.62))]
+    decided = claims.a5(claims.groups_at(runs, [], point), screen_seed=0)
+    assert decided["verdict"] == "agree" and decided["seeds"] == 6
+    assert "depth 4 best at lr 0.001" in decided["ours"] and "depth 16 best at lr 0.003" in decided["ours"]
+    # Over every seed of the grid (A5's own rule) the unscreened rates still lack seeds.
+    assert claims.a5(claims.groups_at(runs, [], point))["verdict"] == "pending"
