@@ -363,12 +363,12 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
     axes[1].set_xticks(list(LEARNING_RATES), [f"{lr:g}" for lr in LEARNING_RATES])
     axes[1].minorticks_off()
     moduli = PRIMES + COMPOSITES
-    error_bars(
-        axes[2], list(moduli), [summary_of(_ids(groups[f"C{m}"])) for m in moduli], label="ID", linestyle="none"
-    )
-    error_bars(axes[2], [m + 0.2 for m in moduli], [summary_of(_oods(groups[f"C{m}"])) for m in moduli],
+    places = list(range(len(moduli)))  # one slot per modulus, so the labels do not crowd
+    error_bars(axes[2], places, [summary_of(_ids(groups[f"C{m}"])) for m in moduli], label="ID", linestyle="none")
+    error_bars(axes[2], [x + 0.15 for x in places], [summary_of(_oods(groups[f"C{m}"])) for m in moduli],
                label="mean OOD", marker="s", linestyle="none")  # fmt: skip
-    axes[2].set_xticks(list(moduli), [f"C{m}\n{'prime' if m in PRIMES else 'composite'}" for m in moduli])
+    axes[2].set_xticks(places, [f"C{m}\n{'prime' if m in PRIMES else 'composite'}" for m in moduli])
+    axes[2].set_xlim(-0.5, len(moduli) - 0.35)
     axes[2].set(title="A6: prime vs composite moduli (left, implicit)", ylabel="answer exact match", ylim=(0, 1.05))
     for (name, mode), marker in zip(PROBED, "ox^", strict=True):
         points = [(probe_score(r), _ood(r, mode)) for r in groups[name]]
