@@ -184,8 +184,7 @@ class SweepRunner:
         return None
 
     def _one(self, run: Run) -> str:
-        state = run.state()
-        if state == "recorded" or (state == "failed" and not self.retry_failed):
+        if not self.pending([run]):
             self.echo(f"skip {run.name}: recorded meanwhile (by another harness)")
             return "skipped"
         holder = self._held_elsewhere(run)
