@@ -192,8 +192,8 @@ def a5(groups: dict, screen_seed: int | None = None) -> dict[str, Any]:
     chosen = {f"depth {d}, lr {best[d]:g}": groups[f"depth {d}, lr {best[d]:g}"] for d in DEPTHS}
     shallow, deep = (_ids(group) for group in chosen.values())
     verdict = {"first": "agree", "second": "disagree"}.get(_compare(shallow, deep), "inconclusive")
-    ours = "; ".join(f"depth {d} best at lr {best[d]:g}: ID {_text(summary_of(_ids(groups[f'depth {d}, lr {best[d]:g}'])))}"
-                     for d in DEPTHS)  # fmt: skip
+    ours = "; ".join(f"depth {d} best at lr {best[d]:g}: ID {_text(summary_of(ids))}"
+                     for d, ids in zip(DEPTHS, (shallow, deep), strict=True))  # fmt: skip
     ours += f"; difference {_text(_diff(shallow, deep))}"
     if screen_seed is not None:
         ours += f" (learning rates chosen on seed {screen_seed})"
