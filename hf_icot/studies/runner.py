@@ -11,13 +11,15 @@ preemption signal) is not recorded: the next sweep resumes it. Children get SIGT
 on its own; started again, it continues where it stopped.
 
 Two harnesses on one sweep (two shells, say, each with its ``--only`` patterns that overlap) do not run a run twice:
-each checks a run's state again when its turn comes, and skips it when it was recorded meanwhile or when another live
-process on this machine holds it (the :data:`RUNNING_MARKER` the harness writes into a run's folder while it runs it).
+each holds a run, when its turn comes, by an exclusive lock on the :data:`RUNNING_MARKER` in the run's folder (the
+kernel drops it when the holder dies), skips the run when another process on this machine holds it, and checks the
+run's state again while holding it, so a run recorded meanwhile is not run again.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
 import shutil
@@ -29,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from hf_icot.errors import PREEMPTED_EXIT_STATUS
 from hf_icot.studies.sweep import DEFINITION_MARKER, RECORD_FILE, RUNNING_MARKER, Run, Sweep, SweepError
@@ -68,17 +70,6 @@ def git_commit_paths(paths: Sequence[Path], message: str) -> bool:
             return True
         time.sleep(1 + attempt)
     return False
-
-
-def _alive(pid: int) -> bool:
-    """A process with this id exists on this machine (one of another user counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -161,40 +152,48 @@ class SweepRunner:
             return [*run.command, *extra]
         return run.command
 
-    def _held_elsewhere(self, run: Run) -> int | None:
-        """Take ``run`` for this process (:data:`RUNNING_MARKER`); the id of the live process that holds it
-        instead, or None when it is now ours. A marker whose process is gone is taken over."""
-        marker = run.output_dir / RUNNING_MARKER
+    def _take(self, run: Run) -> tuple[IO[str] | None, str]:
+        """Hold ``run`` for this process: an exclusive ``flock`` on its :data:`RUNNING_MARKER`, which the kernel
+        releases when the holder dies, so a killed harness leaves no stale hold. Returns the open marker (keep it
+        open while the run runs; None when another process holds the run) and that holder's process id as written
+        in the marker."""
         run.output_dir.mkdir(parents=True, exist_ok=True)
-        for _ in range(2):
+        path = run.output_dir / RUNNING_MARKER
+        while True:
+            marker = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open while the run runs
             try:
-                descriptor = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                try:
-                    holder = int(marker.read_text(encoding="utf-8").strip() or 0)
-                except (OSError, ValueError):
-                    holder = 0
-                if holder and holder != os.getpid() and _alive(holder):
-                    return holder
-                marker.unlink(missing_ok=True)  # its process is gone: a killed harness's
-                continue
-            with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-                stream.write(f"{os.getpid()}\n")
-            return None
-        return None
+                fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                marker.seek(0)
+                holder = marker.read().strip() or "unknown"
+                marker.close()
+                return None, holder
+            try:
+                current = path.stat().st_ino
+            except FileNotFoundError:
+                current = None
+            if current == os.fstat(marker.fileno()).st_ino:
+                break
+            marker.close()  # its holder removed it meanwhile: the lock is on a file no longer there; take the new one
+        marker.seek(0)
+        marker.truncate()
+        marker.write(f"{os.getpid()}\n")
+        marker.flush()
+        return marker, str(os.getpid())
 
     def _one(self, run: Run) -> str:
-        if not self.pending([run]):
-            self.echo(f"skip {run.name}: recorded meanwhile (by another harness)")
-            return "skipped"
-        holder = self._held_elsewhere(run)
-        if holder is not None:
+        marker, holder = self._take(run)
+        if marker is None:
             self.echo(f"skip {run.name}: process {holder} is running it (another harness)")
             return "skipped"
         try:
+            if not self.pending([run]):  # asked while holding it, so no other harness can record it meanwhile
+                self.echo(f"skip {run.name}: recorded meanwhile (by another harness)")
+                return "skipped"
             return self._start(run, run.state())
         finally:
             (run.output_dir / RUNNING_MARKER).unlink(missing_ok=True)
+            marker.close()
 
     def _start(self, run: Run, state: str) -> str:
         if state == "finished":  # its folder finished outside the harness (a cluster job): record it only

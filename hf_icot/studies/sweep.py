@@ -64,7 +64,8 @@ RUN_KEYS = {"name", "args", "seed", "seeds", "command", "env", "done_file", "rec
 STATES = ("recorded", "failed", "finished", "stale", "started", "missing")
 #: Written into a run's folder when the harness starts it: the definition the folder is being computed for.
 DEFINITION_MARKER = ".sweep-definition"
-#: In a run's folder while a harness runs it: that harness's process id (a marker whose process is gone is stale).
+#: In a run's folder while a harness runs it: that harness's process id, under an exclusive lock the kernel drops
+#: when the process dies (a marker nobody holds locked is a killed harness's, and is taken over).
 RUNNING_MARKER = ".sweep-running"
 
 

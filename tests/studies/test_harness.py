@@ -5,6 +5,7 @@ or restart."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -150,6 +151,26 @@ def test_two_harnesses_on_one_sweep_run_each_run_once(tmp_path: Path) -> None:
     assert sorted(calls(study)) == ["fast 1", "slow 0"], "each run ran once, in one of the two harnesses"
     assert record(study, "slow")["status"] == "ok"
     assert not (study / "outputs" / "slow" / ".sweep-running").exists(), "the marker goes when the run ends"
+
+
+def test_a_run_is_held_by_the_lock_on_its_marker_not_by_the_process_id_written_in_it(tmp_path: Path) -> None:
+    study = write_sweep(tmp_path / "study", [{"name": "point", "seed": 0}])
+    folder = study / "outputs" / "point"
+    folder.mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    with open(folder / ".sweep-running", "w") as marker:  # held by a live process (this one) under another id
+        marker.write("4242\n")
+        marker.flush()
+        fcntl.flock(marker, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held = harness("run", str(study))
+    assert held.returncode == 0, held.stderr
+    assert "skip point: process 4242 is running it (another harness)" in held.stdout and calls(study) == []
+
+    (folder / ".sweep-running").write_text(gone.stdout)  # a killed harness's marker: its process is gone, no lock
+    taken = harness("run", str(study))
+    assert taken.returncode == 0, taken.stderr
+    assert calls(study) == ["point 0"] and record(study, "point")["status"] == "ok"
+    assert not (folder / ".sweep-running").exists()
 
 
 def test_a_failing_run_is_recorded_once_with_its_status_and_log_and_the_sweep_goes_on(tmp_path: Path) -> None:
