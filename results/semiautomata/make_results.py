@@ -287,8 +287,6 @@ def _verdict_lines(verdicts: dict[str, Any], claims: tuple[str, ...]) -> str:
     return "\n".join(lines) or "* pending: no regime chosen yet."
 
 
-#: the claims read at each point: R's (no suffix) and R2's (the counter C_7 at T = 32)
-POINT_CLAIMS = ("A1", "A3", "A4", "A5", "A6", "A7", "A8")
 COUNTER = "-counter"
 
 
@@ -395,8 +393,8 @@ def main(argv: list[str] | None = None) -> None:
     pilot_rows = [{**result_row(run), "run": run["sweep_run"]} for run in pilots]
     pilot_table = write_table(pilot_rows, out, "pilots", cell=fmt) if pilots else "(no pilot run yet)"
     facts = {**regime_facts(found, regime_table, verdicts), "second_table": claims_table, "second_pilots": pilot_table,
-             "second_verdicts": _verdict_lines(verdicts, POINT_CLAIMS), "counter_table": counter_table,
-             "counter_verdicts": _verdict_lines(verdicts, ("R2", f"A2{COUNTER}", *(c + COUNTER for c in POINT_CLAIMS)))}  # fmt: skip
+             "second_verdicts": _verdict_lines(verdicts, second_claims.POINT_CLAIMS), "counter_table": counter_table,
+             "counter_verdicts": _verdict_lines(verdicts, ("R2", f"A2{COUNTER}", *(c + COUNTER for c in second_claims.POINT_CLAIMS)))}  # fmt: skip
     write_readme(runs, claims(runs, out), table, out, facts)
 
 

@@ -304,6 +304,10 @@ def a8(groups: dict) -> dict[str, Any]:
     return _result(verdict, named, f"Spearman rho {rho:.3f} (p = {p_value:.3g}) over {len(pairs)} runs")
 
 
+#: the claims read at a chosen point (R's, and R2's with the suffix ``-counter``), in the ledger's order
+POINT_CLAIMS = ("A1", "A3", "A4", "A5", "A6", "A7", "A8")
+
+
 def verdicts(
     runs: list[dict[str, Any]],
     regime_runs: list[dict[str, Any]],
@@ -319,7 +323,7 @@ def verdicts(
     found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups, a5_screen_seed), "A6": a6(groups),
              "A7": a7(groups, point["T"]), "A8": a8(groups)}  # fmt: skip
     where = f"{point['automaton']} at T = {point['T']}: "
-    return {claim + suffix: {**v, "ours": where + v["ours"]} for claim, v in found.items()}
+    return {claim + suffix: {**found[claim], "ours": where + found[claim]["ours"]} for claim in POINT_CLAIMS}
 
 
 def table_rows(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict) -> list[dict]:
