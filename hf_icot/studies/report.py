@@ -2,7 +2,7 @@
 
 * reading run records: :func:`read_json`, :func:`record_folders`;
 * tables: :func:`fmt` (numbers as the tables print them), :func:`markdown_table` and :func:`write_table`
-  (``name.csv`` + ``name.md``);
+  (``name.csv`` + ``name.md``), :func:`section` and :func:`fill_section` (a generated part of a hand-written README);
 * plots: :func:`pyplot` (matplotlib on the Agg backend, so scripts run without a screen), :func:`error_bars` (a series
   of :class:`~hf_icot.studies.statistics.Summary` points with their intervals), :func:`mark_steps` (stage boundaries
   or a transition as dashed vertical lines) and :func:`save_figure`.
@@ -83,6 +83,29 @@ def write_table(
     markdown = markdown_table(rows, cell)
     (out / f"{name}.md").write_text(markdown, encoding="utf-8")
     return markdown
+
+
+def _section(path: Path, name: str) -> tuple[str, int, int]:
+    content = path.read_text(encoding="utf-8")
+    begin, end = f"<!-- begin {name} -->\n", f"<!-- end {name} -->"
+    start, stop = content.find(begin), content.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"{path} has no section {name!r}: it needs a line {begin.strip()} before a line {end}.")
+    return content, start + len(begin), stop
+
+
+def section(path: str | os.PathLike, name: str) -> str:
+    """What lies between the lines ``<!-- begin NAME -->`` and ``<!-- end NAME -->`` of the Markdown file at
+    ``path``; a ValueError naming the file and the section when either line is missing."""
+    content, start, stop = _section(Path(path), name)
+    return content[start:stop]
+
+
+def fill_section(path: str | os.PathLike, name: str, text: str) -> None:
+    """Put ``text`` in place of the :func:`section` ``name`` of the Markdown file at ``path``, leaving the rest of
+    the file as it is (a README whose prose is written by hand around tables a script regenerates)."""
+    content, start, stop = _section(Path(path), name)
+    Path(path).write_text(content[:start] + text.strip("\n") + "\n" + content[stop:], encoding="utf-8")
 
 
 def pyplot() -> Any:

@@ -1,7 +1,7 @@
 """The curriculum league table of results/curricula/ from the committed run records (no training).
 
 python results/curricula/make_results.py [--runs results/curricula/runs] [--out results/curricula]
-                                         [--ledger results/curricula/claims.csv]
+                                         [--ledger results/curricula/claims.csv] [--readme results/curricula/README.md]
 
 Every run folder under ``--runs`` is one (task, curriculum, seed) of ``runs.yaml``, named ``<task>_<curriculum>_s<seed>``,
 holding the harness's ``sweep.json`` (its wall time), ``training_log.json`` (the curriculum every 50 steps and, every
@@ -16,7 +16,9 @@ hint 0, so its "implicit" figures are those of the ``hint=0`` mode. It writes
   interval over the seeds);
 * ``curves_<task>.png``: implicit exact match against training examples, mean over seeds with 95% error bars;
 * the verdicts of ``claims.csv`` (L1: the ratio; L2: the table's premise), with ``--ledger``: ``pending`` while a
-  run that ``runs.yaml`` beside ``--runs`` defines for the task has no record.
+  run that ``runs.yaml`` beside ``--runs`` defines for the task has no record;
+* with ``--readme``, the table, the ratios and the curves into that README's generated section (between
+  ``<!-- begin table -->`` and ``<!-- end table -->``; the prose around it is written by hand).
 """
 
 from __future__ import annotations
@@ -29,7 +31,16 @@ import numpy as np
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import update_ledger
-from hf_icot.studies.report import error_bars, pyplot, read_json, record_folders, save_figure, write_table
+from hf_icot.studies.report import (
+    error_bars,
+    fill_section,
+    pyplot,
+    read_json,
+    record_folders,
+    save_figure,
+    section,
+    write_table,
+)
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE, SWEEP_FILE, load_sweep
 
@@ -316,7 +327,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
     parser.add_argument("--out", type=Path, default=HERE, help="where the tables and PNGs go")
     parser.add_argument("--ledger", type=Path, default=None, help="claims.csv to fill with the verdicts")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="a README whose section between <!-- begin table --> and <!-- end table --> gets the "
+                        "table, the ratios and the curves")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.readme is not None:
+        section(args.readme, "table")  # before anything is written
     runs = load_runs(args.runs)
     if not runs:
         raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/curricula`.")
@@ -327,6 +343,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     lines = ["Best fixed pace against the best adaptive one, examples to 90% (95% bootstrap interval over seeds):", ""]
     (args.out / "ratios.md").write_text("\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n")
     written = plot(rows, args.out)
+    if args.readme is not None:
+        curves = "\n\n".join(f"![implicit accuracy against examples, {path.stem.removeprefix('curves_')}]({path.name})"
+                               for path in written)  # fmt: skip
+        ratios = (args.out / "ratios.md").read_text()
+        fill_section(args.readme, "table", f"{table}\n{ratios}\n{curves}\n")
     if args.ledger is not None:
         update_ledger(args.ledger, verdicts(rows, compared, unrecorded(args.runs.parent)))
     print(table)

@@ -91,6 +91,29 @@ def test_the_command_writes_the_tables_plots_and_verdicts(tmp_path):
         assert matplotlib.image.imread(tmp_path / f"out/curves_{task}.png").shape[2] in (3, 4)
 
 
+def test_the_readme_gets_the_table_in_its_generated_section_and_keeps_its_prose(tmp_path):
+    _records(tmp_path / "runs")
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# League\n\nProse above.\n\n<!-- begin table -->\nan old table\n<!-- end table -->\n\nProse below.\n"
+    )
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
+    text = readme.read_text()
+    before, generated, after = (
+        text.split("<!-- begin table -->\n")[0],
+        *text.split("<!-- begin table -->\n")[1].split("<!-- end table -->"),
+    )
+    assert before == "# League\n\nProse above.\n\n" and after == "\n\nProse below.\n"
+    assert "an old table" not in generated
+    assert generated.startswith((tmp_path / "out/table.md").read_text())
+    assert "**2.33×**" in generated and "](curves_parity4.png)" in generated and "](curves_counter7.png)" in generated
+
+    readme.write_text("# League without a generated section\n")
+    with pytest.raises(ValueError, match=r"README.md has no section 'table': it needs a line <!-- begin table -->"):
+        _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "fresh"), "--readme", str(readme)])
+    assert not (tmp_path / "fresh").exists(), "nothing is written when the README has no section for the table"
+
+
 def test_verdicts_stay_pending_while_a_run_of_the_sweep_has_no_record(tmp_path):
     """Every recorded curriculum of parity4 has 3 seeds, but the sweep beside the records defines one more run: the
     verdicts of parity4 wait for it (and say so); counter7, whose runs are all recorded, is decided."""
