@@ -1,0 +1,168 @@
+"""Issue 22 part 2's screens on 3x3 multiplication, from the committed run records (no training).
+
+python results/mult_cpu/make_results.py [--runs results/mult_cpu/runs] [--out results/mult_cpu]
+                                        [--ledger results/mult_cpu/claims.csv] [--readme results/mult_cpu/README.md]
+
+The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``results/curricula/make_results.py`` reads
+them), so the table and the curves of implicit accuracy against examples are the league's. Beside them it writes
+where each run stalls:
+
+* ``stall.md`` / ``stall.csv``: per run, the final test and the best held-out implicit exact match (with the examples
+  seen then), the CoT tokens removed at the end, and the removal that raised the training loss most: the CoT token
+  (by its place in the 3x3 chain: ``p1`` the first partial product, ``s1`` the running sum, ...) and the stage's mean
+  loss before and after;
+* ``stall.png``: the training loss at the end of each count of removed CoT tokens, one line per run, the tokens
+  named. The loss is the mean over the labelled tokens, the CoT still kept and the answer, so part of its rise as the
+  CoT goes is the answer's growing share; a rise far above its neighbours' is a token the model did not absorb;
+* M1's verdict in the ledger (``--ledger``): a setting with 3 seeds is needed to agree; pending until then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.report import fill_section, pyplot, save_figure, section, write_table
+from hf_icot.studies.statistics import difference, summarize
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("curricula_league", HERE.parent / "curricula" / "make_results.py")
+league = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(league)
+
+#: the 3x3 chain "p1 + p2 ( s1 ) + p3" (digits least significant first): what each of its 24 tokens is
+COT_TOKENS = (
+    [f"p1[{i}]" for i in range(1, 5)]
+    + ["+"]
+    + [f"p2[{i}]" for i in range(1, 6)]
+    + ["("]
+    + [f"s1[{i}]" for i in range(1, 6)]
+    + [")", "+"]
+    + [f"p3[{i}]" for i in range(1, 7)]
+)
+M1_BAR, M1_E2E_CEILING, M1_FLOOR = 0.90, 0.10, 0.50
+
+
+def stages(run: dict) -> dict[float, list[float]]:
+    """The training losses logged at each count of removed CoT tokens (``inf``: the whole CoT gone)."""
+    losses: dict[float, list[float]] = {}
+    for row in run["log"]:
+        if "loss" in row and row.get("cot/removed_tokens") is not None:
+            losses.setdefault(float(row["cot/removed_tokens"]), []).append(row["loss"])
+    return dict(sorted(losses.items()))
+
+
+def _token(removed: float) -> str:
+    """The CoT token whose removal made the count ``removed`` (``all`` for the whole CoT gone)."""
+    if removed == float("inf"):
+        return "all"
+    return COT_TOKENS[int(removed) - 1] if 0 < removed <= len(COT_TOKENS) else f"#{removed:g}"
+
+
+def stall(run: dict) -> dict:
+    """Where ``run`` got stuck: its best held-out implicit score, and the removal after which the loss stayed
+    highest above the one before (the loss at the end of each count of removed tokens, after its training)."""
+    curve = league.curve(run)
+    best = max(curve, key=lambda point: point[1], default=(None, None))
+    ends = {removed: values[-1] for removed, values in stages(run).items()}
+    counts = [removed for removed in ends if removed > 0 or len(ends) > 1]
+    rises = [(ends[b] - ends[a], a, b) for a, b in zip(counts, counts[1:], strict=False)]
+    last = max(ends, default=0.0)
+    row = {
+        "run": run["run"],
+        "test implicit EM": f"{league.final_test(run):.3f}",
+        "best held-out implicit EM (examples)": "" if best[0] is None else f"{best[1]:.3f} ({best[0]:,.0f})",
+        "CoT removed at the end": "— (no CoT)"
+        if league.family(run["curriculum"]) == "e2e"
+        else f"all {len(COT_TOKENS)}"
+        if last == float("inf")
+        else f"{last:g} tokens",
+        "largest rise of the end-of-stage loss": "no removal",
+    }
+    if rises and league.family(run["curriculum"]) != "e2e":
+        rise, before, after = max(rises)
+        row["largest rise of the end-of-stage loss"] = (
+            f"removing token {after:g} ({_token(after)}): {ends[before]:.3f} -> {ends[after]:.3f}"
+            if after != float("inf")
+            else f"removing the last token ({COT_TOKENS[-1]}): {ends[before]:.3f} -> {ends[after]:.3f}"
+        )
+    return row
+
+
+def plot_stalls(runs: list[dict], out: Path) -> Path:
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(12, 5.5))
+    for index, run in enumerate(runs):
+        ends = {len(COT_TOKENS) if removed == float("inf") else removed: v[-1] for removed, v in stages(run).items()}
+        if len(ends) > 1:
+            axis.plot(list(ends), list(ends.values()), marker="o", markersize=3, color=f"C{index % 10}",
+                      label=f"{league.label(run['curriculum'])}, seed {run['seed']}")  # fmt: skip
+    axis.set_xticks(range(len(COT_TOKENS) + 1), ["none", *COT_TOKENS], rotation=90, fontsize=7)
+    axis.set_yscale("log")
+    axis.set_xlabel("CoT tokens removed so far (the last one removed; p1, p2, p3: partial products, s1: running sum)")
+    axis.set_ylabel("training loss at the end of that count (log)")
+    axis.set_title("3x3 multiplication: where each run's loss rises as the CoT is removed (one seed per line)")
+    axis.legend(fontsize=7, loc="upper left")
+    return save_figure(figure, out / "stall.png")
+
+
+def verdict_m1(rows: list[dict]) -> dict:
+    """M1 from the league rows of mult3x3: the best setting with 3 seeds and end to end at the same budget."""
+    settings = [row for row in rows if league.family(row["curriculum"]) != "e2e"]
+    e2e = next((row for row in rows if league.family(row["curriculum"]) == "e2e"), None)
+    best = max(settings, key=lambda row: row["final"].mean, default=None)
+    if best is None:
+        return {"verdict": "pending", "seeds": 0, "ours": "no curriculum run recorded yet"}
+    scores = [league.final_test(run) for run in best["runs"]]
+    ours = f"best: {league.label(best['curriculum'])} {best['final'].text(3)}"
+    if e2e is not None:
+        e2e_scores = [league.final_test(run) for run in e2e["runs"]]
+        ours += f"; end to end {summarize(e2e_scores).text(3)}"
+        if len(e2e_scores) > 1 and len(scores) > 1:
+            ours += f"; gap {difference(scores, e2e_scores).text(3)}"
+    if len(scores) >= 3 and min(scores) >= M1_BAR and e2e is not None and max(e2e_scores) <= M1_E2E_CEILING:
+        verdict = "agree"
+    elif len(scores) >= 3 and best["final"].mean < M1_FLOOR:
+        verdict = "disagree"
+    else:
+        verdict = "pending" if len(scores) < 3 else "inconclusive"
+    return {"verdict": verdict, "seeds": len(scores), "ours": ours}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
+    parser.add_argument("--out", type=Path, default=HERE, help="where the tables and PNGs go")
+    parser.add_argument("--ledger", type=Path, default=None, help="claims.csv to fill with M1's verdict")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="a README whose section between <!-- begin table --> and <!-- end table --> gets the "
+                        "tables and the plots")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.readme is not None:
+        section(args.readme, "table")  # before anything is written
+    runs = league.load_runs(args.runs)
+    if not runs:
+        raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/mult_cpu`.")
+    rows = league.points(runs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = write_table(league.table_rows(rows), args.out, "table")
+    stalls = write_table([stall(run) for row in rows for run in row["runs"]], args.out, "stall")
+    written = [*league.plot(rows, args.out), plot_stalls([run for row in rows for run in row["runs"]], args.out)]
+    if args.readme is not None:
+        images = "\n\n".join(f"![{path.stem}]({path.name})" for path in written)
+        fill_section(args.readme, "table", f"{table}\nWhere each run stalls:\n\n{stalls}\n{images}\n")
+    if args.ledger is not None:
+        update_ledger(args.ledger, {"M1": verdict_m1([row for row in rows if row["task"] == "mult3x3"])})
+    print(table)
+    print(stalls)
+    print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "stall.md", *written]))
+    return rows
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None
