@@ -34,6 +34,7 @@ from hf_icot.studies.claims import update_ledger
 from hf_icot.studies.report import (
     error_bars,
     fill_section,
+    mark_steps,
     pyplot,
     read_json,
     record_folders,
@@ -302,6 +303,7 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
     written = []
     for task in dict.fromkeys(row["task"] for row in rows):
         figure, axis = plt.subplots(figsize=(10, 6))
+        gone_marked = False
         for index, row in enumerate(row for row in rows if row["task"] == task):
             curves = [curve(run) for run in row["runs"]]
             length = min(len(points) for points in curves)
@@ -312,7 +314,12 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
             style = "--" if family(row["curriculum"]) == "e2e" else "-"
             error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=style, markersize=2, linewidth=1.2,
                        capsize=1.5, label=f"{label(row['curriculum'])} (n={len(row['runs'])})")  # fmt: skip
-        axis.axhline(BAR, color="grey", linestyle=":", linewidth=0.9, label="90%")
+            if row["cot_gone"] is not None:  # where the curriculum's CoT was gone, in the curve's colour
+                mark_steps(axis, [row["cot_gone"].mean], color=f"C{index % 10}", linestyle=":", linewidth=0.9)
+                gone_marked = True
+        axis.axhline(BAR, color="grey", linestyle="-.", linewidth=0.9, label="90%")
+        if gone_marked:
+            axis.plot([], [], color="grey", linestyle=":", linewidth=0.9, label="CoT gone (mean; the curve's colour)")
         axis.set_ylim(-0.02, 1.02)
         axis.set_xlabel("training examples seen")
         axis.set_ylabel("exact match without CoT (held-out questions)")
