@@ -329,36 +329,46 @@ def plot(rows: list[dict], out: Path) -> list[Path]:
     return written
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
-    parser.add_argument("--out", type=Path, default=HERE, help="where the tables and PNGs go")
-    parser.add_argument("--ledger", type=Path, default=None, help="claims.csv to fill with the verdicts")
+def arguments_and_runs(argv: list[str] | None, description: str, here: Path, verdicts: str, outputs: str):
+    """The command line of a league-style analysis whose folder is ``here`` (``--runs``, ``--out``, ``--ledger``
+    filled with ``verdicts``, ``--readme`` given ``outputs``) and the run records it names.
+
+    Raises:
+        ValueError: ``--readme`` has no generated section (checked before anything is written), or no run is recorded.
+    """
+    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=here / "runs", help="folder of run records (the harness's)")
+    parser.add_argument("--out", type=Path, default=here, help="where the tables and PNGs go")
+    parser.add_argument("--ledger", type=Path, default=None, help=f"claims.csv to fill with {verdicts}")
     parser.add_argument("--readme", type=Path, default=None,
-                        help="a README whose section between <!-- begin table --> and <!-- end table --> gets the "
-                        "table, the ratios and the curves")  # fmt: skip
+                        help=f"a README whose section between <!-- begin table --> and <!-- end table --> gets {outputs}")  # fmt: skip
     args = parser.parse_args(argv)
     if args.readme is not None:
         section(args.readme, "table")  # before anything is written
     runs = load_runs(args.runs)
     if not runs:
-        raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/curricula`.")
+        raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/{here.name}`.")
+    return args, runs
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    args, runs = arguments_and_runs(argv, __doc__, HERE, "the verdicts", "the table, the ratios and the curves")
     rows = points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     table = write_table(table_rows(rows), args.out, "table")
     compared = comparisons(rows)
     lines = ["Best fixed pace against the best adaptive one, examples to 90% (95% bootstrap interval over seeds):", ""]
-    (args.out / "ratios.md").write_text("\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n")
+    ratios = "\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n"
+    (args.out / "ratios.md").write_text(ratios)
     written = plot(rows, args.out)
     if args.readme is not None:
         curves = "\n\n".join(f"![implicit accuracy against examples, {path.stem.removeprefix('curves_')}]({path.name})"
                                for path in written)  # fmt: skip
-        ratios = (args.out / "ratios.md").read_text()
         fill_section(args.readme, "table", f"{table}\n{ratios}\n{curves}\n")
     if args.ledger is not None:
         update_ledger(args.ledger, verdicts(rows, compared, unrecorded(args.runs.parent)))
     print(table)
-    print((args.out / "ratios.md").read_text())
+    print(ratios)
     print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "ratios.md", *written]))
     return rows
 

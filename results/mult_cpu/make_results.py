@@ -19,12 +19,11 @@ where each run stalls:
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 from pathlib import Path
 
 from hf_icot.studies.claims import update_ledger
-from hf_icot.studies.report import fill_section, pyplot, save_figure, section, write_table
+from hf_icot.studies.report import fill_section, pyplot, save_figure, write_table
 from hf_icot.studies.statistics import difference, summarize
 
 HERE = Path(__file__).resolve().parent
@@ -45,49 +44,46 @@ COT_TOKENS = (
 M1_BAR, M1_E2E_CEILING, M1_FLOOR = 0.90, 0.10, 0.50
 
 
-def stages(run: dict) -> dict[float, list[float]]:
-    """The training losses logged at each count of removed CoT tokens (``inf``: the whole CoT gone)."""
-    losses: dict[float, list[float]] = {}
+def end_losses(run: dict) -> dict[float, float]:
+    """The training loss last logged at each count of removed CoT tokens (``inf``: the whole CoT gone), by count."""
+    losses: dict[float, float] = {}
     for row in run["log"]:
         if "loss" in row and row.get("cot/removed_tokens") is not None:
-            losses.setdefault(float(row["cot/removed_tokens"]), []).append(row["loss"])
+            losses[float(row["cot/removed_tokens"])] = row["loss"]
     return dict(sorted(losses.items()))
 
 
-def _token(removed: float) -> str:
-    """The CoT token whose removal made the count ``removed`` (``all`` for the whole CoT gone)."""
+def _removal(removed: float) -> str:
+    """The removal that made the count ``removed``, with the CoT token it took."""
     if removed == float("inf"):
-        return "all"
-    return COT_TOKENS[int(removed) - 1] if 0 < removed <= len(COT_TOKENS) else f"#{removed:g}"
+        return f"removing the last token ({COT_TOKENS[-1]})"
+    token = COT_TOKENS[int(removed) - 1] if 0 < removed <= len(COT_TOKENS) else f"#{removed:g}"
+    return f"removing token {removed:g} ({token})"
 
 
 def stall(run: dict) -> dict:
     """Where ``run`` got stuck: its best held-out implicit score, and the removal after which the loss stayed
     highest above the one before (the loss at the end of each count of removed tokens, after its training)."""
-    curve = league.curve(run)
-    best = max(curve, key=lambda point: point[1], default=(None, None))
-    ends = {removed: values[-1] for removed, values in stages(run).items()}
-    counts = [removed for removed in ends if removed > 0 or len(ends) > 1]
-    rises = [(ends[b] - ends[a], a, b) for a, b in zip(counts, counts[1:], strict=False)]
+    best = max(league.curve(run), key=lambda point: point[1], default=(None, None))
+    ends = end_losses(run)
     last = max(ends, default=0.0)
+    if league.family(run["curriculum"]) == "e2e":
+        removed = "— (no CoT)"
+    elif last == float("inf"):
+        removed = f"all {len(COT_TOKENS)}"
+    else:
+        removed = f"{last:g} tokens"
     row = {
         "run": run["run"],
         "test implicit EM": f"{league.final_test(run):.3f}",
         "best held-out implicit EM (examples)": "" if best[0] is None else f"{best[1]:.3f} ({best[0]:,.0f})",
-        "CoT removed at the end": "— (no CoT)"
-        if league.family(run["curriculum"]) == "e2e"
-        else f"all {len(COT_TOKENS)}"
-        if last == float("inf")
-        else f"{last:g} tokens",
+        "CoT removed at the end": removed,
         "largest rise of the end-of-stage loss": "no removal",
     }
+    rises = [(ends[b] - ends[a], a, b) for a, b in zip(ends, list(ends)[1:], strict=False)]
     if rises and league.family(run["curriculum"]) != "e2e":
-        rise, before, after = max(rises)
-        row["largest rise of the end-of-stage loss"] = (
-            f"removing token {after:g} ({_token(after)}): {ends[before]:.3f} -> {ends[after]:.3f}"
-            if after != float("inf")
-            else f"removing the last token ({COT_TOKENS[-1]}): {ends[before]:.3f} -> {ends[after]:.3f}"
-        )
+        _, before, after = max(rises)
+        row["largest rise of the end-of-stage loss"] = f"{_removal(after)}: {ends[before]:.3f} -> {ends[after]:.3f}"
     return row
 
 
@@ -95,7 +91,9 @@ def plot_stalls(runs: list[dict], out: Path) -> Path:
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(12, 5.5))
     for index, run in enumerate(runs):
-        ends = {len(COT_TOKENS) if removed == float("inf") else removed: v[-1] for removed, v in stages(run).items()}
+        ends = {
+            len(COT_TOKENS) if removed == float("inf") else removed: loss for removed, loss in end_losses(run).items()
+        }
         if len(ends) > 1:
             axis.plot(list(ends), list(ends.values()), marker="o", markersize=3, color=f"C{index % 10}",
                       label=f"{league.label(run['curriculum'])}, seed {run['seed']}")  # fmt: skip
@@ -132,19 +130,7 @@ def verdict_m1(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
-    parser.add_argument("--out", type=Path, default=HERE, help="where the tables and PNGs go")
-    parser.add_argument("--ledger", type=Path, default=None, help="claims.csv to fill with M1's verdict")
-    parser.add_argument("--readme", type=Path, default=None,
-                        help="a README whose section between <!-- begin table --> and <!-- end table --> gets the "
-                        "tables and the plots")  # fmt: skip
-    args = parser.parse_args(argv)
-    if args.readme is not None:
-        section(args.readme, "table")  # before anything is written
-    runs = league.load_runs(args.runs)
-    if not runs:
-        raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/mult_cpu`.")
+    args, runs = league.arguments_and_runs(argv, __doc__, HERE, "M1's verdict", "the tables and the plots")
     rows = league.points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     table = write_table(league.table_rows(rows), args.out, "table")
