@@ -52,6 +52,7 @@ TASKS = {
     "counter7": "the counter C_7 over T = 16 (16 CoT states)",
     "cyclic7": "C_7 acting on itself over T = 16 (16 CoT states)",
     "mult3x3": "3x3 multiplication",
+    "mult4x4": "4x4 multiplication",
 }
 LABELS = {  # curriculum name (runs.yaml) -> what the table calls it; stepwise<P> is a fixed pace of P steps per token
     "staged_left": "staged, from the left",

@@ -1,20 +1,21 @@
-"""Issue 22 part 2's screens on 3x3 multiplication, from the committed run records (no training).
+"""Issue 22 part 2's screens on 3x3 multiplication and M2's 4x4 attempt, from the committed run records (no training).
 
 python results/mult_cpu/make_results.py [--runs results/mult_cpu/runs] [--out results/mult_cpu]
                                         [--ledger results/mult_cpu/claims.csv] [--readme results/mult_cpu/README.md]
 
-The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``results/curricula/make_results.py`` reads
-them), so the table and the curves of implicit accuracy against examples are the league's. Beside them it writes
-where each run stalls:
+The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x4_...``;
+``results/curricula/make_results.py`` reads them), so the table and the curves of implicit accuracy against examples
+(``curves_<task>.png``) are the league's. Beside them it writes where each run stalls:
 
 * ``stall.md`` / ``stall.csv``: per run, the final test and the best held-out implicit exact match (with the examples
   seen then), the CoT tokens removed at the end, and the removal that raised the training loss most: the CoT token
-  (by its place in the 3x3 chain: ``p1`` the first partial product, ``s1`` the running sum, ...) and the stage's mean
-  loss before and after;
-* ``stall.png``: the training loss at the end of each count of removed CoT tokens, one line per run, the tokens
+  (by its place in the chain ``p1 + p2 ( s1 ) + p3 ...``: ``pk`` the k-th partial product, ``sk`` the running sum
+  after it) and the stage's mean loss before and after;
+* ``stall_<task>.png``: the training loss at the end of each count of removed CoT tokens, one line per run, the tokens
   named. The loss is the mean over the labelled tokens, the CoT still kept and the answer, so part of its rise as the
   CoT goes is the answer's growing share; a rise far above its neighbours' is a token the model did not absorb;
-* M1's verdict in the ledger (``--ledger``): a setting with 3 seeds is needed to agree; pending until then.
+* M1's and M2's verdicts in the ledger (``--ledger``): M1 needs a 3x3 setting with 3 seeds to agree and stays
+  pending until then; M2 reads the 4x4 runs trained for the steps 60 minutes allow here (named ``..._60min``).
 """
 
 from __future__ import annotations
@@ -31,17 +32,23 @@ _spec = importlib.util.spec_from_file_location("curricula_league", HERE.parent /
 league = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(league)
 
-#: the 3x3 chain "p1 + p2 ( s1 ) + p3" (digits least significant first): what each of its 24 tokens is
-COT_TOKENS = (
-    [f"p1[{i}]" for i in range(1, 5)]
-    + ["+"]
-    + [f"p2[{i}]" for i in range(1, 6)]
-    + ["("]
-    + [f"s1[{i}]" for i in range(1, 6)]
-    + [")", "+"]
-    + [f"p3[{i}]" for i in range(1, 7)]
-)
+
+def cot_tokens(a_digits: int, b_digits: int) -> list[str]:
+    """What each token of the ``a_digits`` x ``b_digits`` chain ``p1 + p2 ( s1 ) + ... + pb`` is (digits least
+    significant first): the k-th partial product ``pk`` has ``a_digits + k`` digits, and the running sum ``sk``
+    after it as many as the next partial product (3x3: 24 tokens, 4x4: 46)."""
+    names = [f"p1[{i}]" for i in range(1, a_digits + 2)]
+    for k in range(2, b_digits + 1):
+        names += ["+", *(f"p{k}[{i}]" for i in range(1, a_digits + k + 1))]
+        if k < b_digits:
+            names += ["(", *(f"s{k - 1}[{i}]" for i in range(1, a_digits + k + 1)), ")"]
+    return names
+
+
+#: the chain's tokens per task (the task is the run name's first part, e.g. ``mult4x4``)
+COT_TOKENS = {f"mult{n}x{n}": cot_tokens(n, n) for n in (3, 4)}
 M1_BAR, M1_E2E_CEILING, M1_FLOOR = 0.90, 0.10, 0.50
+M2_BAR, M2_BUDGET = 0.90, "_60min"  # M2's runs end in _60min: the steps 60 minutes allow here
 
 
 def end_losses(run: dict) -> dict[float, float]:
@@ -53,11 +60,11 @@ def end_losses(run: dict) -> dict[float, float]:
     return dict(sorted(losses.items()))
 
 
-def _removal(removed: float) -> str:
-    """The removal that made the count ``removed``, with the CoT token it took."""
+def _removal(removed: float, tokens: list[str]) -> str:
+    """The removal that made the count ``removed``, with the CoT token (of the chain ``tokens``) it took."""
     if removed == float("inf"):
-        return f"removing the last token ({COT_TOKENS[-1]})"
-    token = COT_TOKENS[int(removed) - 1] if 0 < removed <= len(COT_TOKENS) else f"#{removed:g}"
+        return f"removing the last token ({tokens[-1]})"
+    token = tokens[int(removed) - 1] if 0 < removed <= len(tokens) else f"#{removed:g}"
     return f"removing token {removed:g} ({token})"
 
 
@@ -67,10 +74,11 @@ def stall(run: dict) -> dict:
     best = max(league.curve(run), key=lambda point: point[1], default=(None, None))
     ends = end_losses(run)
     last = max(ends, default=0.0)
+    tokens = COT_TOKENS[run["task"]]
     if league.family(run["curriculum"]) == "e2e":
         removed = "— (no CoT)"
     elif last == float("inf"):
-        removed = f"all {len(COT_TOKENS)}"
+        removed = f"all {len(tokens)}"
     else:
         removed = f"{last:g} tokens"
     row = {
@@ -83,27 +91,29 @@ def stall(run: dict) -> dict:
     rises = [(ends[b] - ends[a], a, b) for a, b in zip(ends, list(ends)[1:], strict=False)]
     if rises and league.family(run["curriculum"]) != "e2e":
         _, before, after = max(rises)
-        row["largest rise of the end-of-stage loss"] = f"{_removal(after)}: {ends[before]:.3f} -> {ends[after]:.3f}"
+        row["largest rise of the end-of-stage loss"] = (
+            f"{_removal(after, tokens)}: {ends[before]:.3f} -> {ends[after]:.3f}"
+        )
     return row
 
 
-def plot_stalls(runs: list[dict], out: Path) -> Path:
+def plot_stalls(runs: list[dict], task: str, out: Path) -> Path:
+    """``stall_<task>.png``: the loss at the end of each count of removed tokens for ``task``'s ``runs``."""
+    tokens = COT_TOKENS[task]
     plt = pyplot()
-    figure, axis = plt.subplots(figsize=(12, 5.5))
+    figure, axis = plt.subplots(figsize=(12 if len(tokens) < 30 else 16, 5.5))
     for index, run in enumerate(runs):
-        ends = {
-            len(COT_TOKENS) if removed == float("inf") else removed: loss for removed, loss in end_losses(run).items()
-        }
+        ends = {len(tokens) if removed == float("inf") else removed: loss for removed, loss in end_losses(run).items()}
         if len(ends) > 1:
             axis.plot(list(ends), list(ends.values()), marker="o", markersize=3, color=f"C{index % 10}",
                       label=f"{league.label(run['curriculum'])}, seed {run['seed']}")  # fmt: skip
-    axis.set_xticks(range(len(COT_TOKENS) + 1), ["none", *COT_TOKENS], rotation=90, fontsize=7)
+    axis.set_xticks(range(len(tokens) + 1), ["none", *tokens], rotation=90, fontsize=7)
     axis.set_yscale("log")
-    axis.set_xlabel("CoT tokens removed so far (the last one removed; p1, p2, p3: partial products, s1: running sum)")
+    axis.set_xlabel("CoT tokens removed so far (the last one removed; p: partial products, s: running sums)")
     axis.set_ylabel("training loss at the end of that count (log)")
-    axis.set_title("3x3 multiplication: where each run's loss rises as the CoT is removed (one seed per line)")
+    axis.set_title(f"{task[4:]} multiplication: where each run's loss rises as the CoT is removed (one seed per line)")
     axis.legend(fontsize=7, loc="upper left")
-    return save_figure(figure, out / "stall.png")
+    return save_figure(figure, out / f"stall_{task}.png")
 
 
 def verdict_m1(rows: list[dict]) -> dict:
@@ -129,18 +139,46 @@ def verdict_m1(rows: list[dict]) -> dict:
     return {"verdict": verdict, "seeds": len(scores), "ours": ours}
 
 
+def verdict_m2(rows: list[dict]) -> dict:
+    """M2 from the league rows of mult4x4: the runs whose curriculum ends in ``_60min`` trained for the steps that
+    60 minutes of this machine allow (runs.yaml says how that count was measured)."""
+    runs = [run for row in rows if row["curriculum"].endswith(M2_BUDGET) for run in row["runs"]]
+    if not runs:
+        return {"verdict": "pending", "seeds": 0, "ours": "no 60-minute 4x4 run recorded yet"}
+    scores = [league.final_test(run) for run in runs]
+    best = [stall(run)["best held-out implicit EM (examples)"] for run in runs]
+    ours = (f"4x4 at the 60-minute budget ({league.trained_examples(runs[0]):,.0f} examples): test implicit EM "
+            f"{summarize(scores).text(3)}; best held-out {', '.join(best)}")  # fmt: skip
+    if max(scores) < M2_BAR:
+        verdict = "disagree"
+    elif len(scores) >= 3 and min(scores) >= M2_BAR:
+        verdict = "agree"
+    else:
+        verdict = "pending" if len(scores) < 3 else "inconclusive"
+    return {"verdict": verdict, "seeds": len(scores), "ours": ours}
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     args, runs = league.arguments_and_runs(argv, __doc__, HERE, "M1's verdict", "the tables and the plots")
     rows = league.points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     table = write_table(league.table_rows(rows), args.out, "table")
     stalls = write_table([stall(run) for row in rows for run in row["runs"]], args.out, "stall")
-    written = [*league.plot(rows, args.out), plot_stalls([run for row in rows for run in row["runs"]], args.out)]
+    tasks = dict.fromkeys(row["task"] for row in rows)
+    stall_plots = [plot_stalls([run for row in rows if row["task"] == task for run in row["runs"]], task, args.out)
+                   for task in tasks]  # fmt: skip
+    written = [*league.plot(rows, args.out), *stall_plots]
     if args.readme is not None:
         images = "\n\n".join(f"![{path.stem}]({path.name})" for path in written)
         fill_section(args.readme, "table", f"{table}\nWhere each run stalls:\n\n{stalls}\n{images}\n")
     if args.ledger is not None:
-        update_ledger(args.ledger, {"M1": verdict_m1([row for row in rows if row["task"] == "mult3x3"])})
+        update_ledger(
+            args.ledger,
+            {
+                "M1": verdict_m1([row for row in rows if row["task"] == "mult3x3"]),
+                "M2": verdict_m2([row for row in rows if row["task"] == "mult4x4"]),
+            },
+        )
     print(table)
     print(stalls)
     print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "stall.md", *written]))

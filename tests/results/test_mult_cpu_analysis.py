@@ -40,9 +40,9 @@ def _write(root: Path, name: str, seed: int, final: float, losses: dict[float, f
     (folder / "eval_results.json").write_text(json.dumps({"test/implicit/answer_em": final}))
 
 
-def _stalling(removed_at_jump: int) -> dict[float, float]:
+def _stalling(removed_at_jump: int, tokens: int = 24) -> dict[float, float]:
     """Losses that climb by 0.01 per removed token and jump by 0.3 when token ``removed_at_jump`` goes."""
-    return {float(k): 0.1 + 0.01 * k + (0.3 if k >= removed_at_jump else 0.0) for k in range(0, 25)} | {
+    return {float(k): 0.1 + 0.01 * k + (0.3 if k >= removed_at_jump else 0.0) for k in range(0, tokens + 1)} | {
         float("inf"): 0.6
     }
 
@@ -57,7 +57,7 @@ def test_the_stall_names_the_cot_token_whose_removal_was_not_absorbed(tmp_path):
     assert stall["CoT removed at the end"] == "all 24"
     assert stall["best held-out implicit EM (examples)"] == "0.120 (19,200)"
     assert analysis.stall(runs["e2e"])["CoT removed at the end"] == "— (no CoT)"
-    assert analysis.COT_TOKENS[:5] == ["p1[1]", "p1[2]", "p1[3]", "p1[4]", "+"] and len(analysis.COT_TOKENS) == 24
+    assert analysis.COT_TOKENS["mult3x3"][:5] == ["p1[1]", "p1[2]", "p1[3]", "p1[4]", "+"]
 
 
 @pytest.mark.parametrize(
@@ -84,5 +84,47 @@ def test_m1_needs_three_seeds_of_one_setting_at_90_percent(tmp_path, finals, e2e
     assert m1["verdict"] == verdict and m1["seeds"] == str(len(finals))
     assert m1["ours"].startswith("best: stepwise, fixed pace of 250 steps / token (init)")
     text = readme.read_text()
-    assert "Where each run stalls:" in text and "](stall.png)" in text and text.endswith("What it says.\n")
-    assert matplotlib.image.imread(tmp_path / "out/stall.png").shape[2] in (3, 4)
+    assert "Where each run stalls:" in text and "](stall_mult3x3.png)" in text and text.endswith("What it says.\n")
+    assert matplotlib.image.imread(tmp_path / "out/stall_mult3x3.png").shape[2] in (3, 4)
+
+
+def test_the_4x4_chain_is_named_token_by_token_as_the_task_writes_it():
+    from datasets_builder import build_dataset
+
+    dataset, _ = build_dataset("multiplication", {"a_digits": 4, "b_digits": 4, "train_size": 3, "validation_size": 1,
+                                                  "test_size": 1, "seed": 0})  # fmt: skip
+    cot = " ".join(dataset["train"][0]["cot"]).split()
+    names = _analysis().COT_TOKENS["mult4x4"]
+    assert len(names) == len(cot) == 46
+    # the separators sit exactly where the task writes them: p1 + p2 ( s1 ) + p3 ( s2 ) + p4
+    assert [name for name, token in zip(names, cot, strict=True) if not token.isdigit()] == [
+        "+", "(", ")", "+", "(", ")", "+"
+    ]  # fmt: skip
+    assert names[names.index("(") + 1] == "s1[1]" and names[-1] == "p4[8]"
+
+
+@pytest.mark.parametrize(
+    ("finals", "verdict"),
+    [
+        ([0.31], "disagree"),  # below 0.90 at the 60-minute budget: decided on the run the rule asks for
+        ([0.95], "pending"),  # above: seeds 1-2 must follow
+        ([0.95, 0.93, 0.92], "agree"),
+        ([0.95, 0.93, 0.85], "inconclusive"),
+    ],
+)
+def test_m2_reads_the_60_minute_4x4_runs(tmp_path, finals, verdict):
+    for seed, final in enumerate(finals):
+        _write(tmp_path / "runs", "mult4x4_stepwise62_60min", seed, final, _stalling(30, tokens=46))
+    _write(tmp_path / "runs", "mult3x3_stepwise250_base", 0, 0.10, _stalling(14))
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
+    analysis = _analysis()
+    analysis.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    m2 = {row["id"]: row for row in read_ledger(ledger)}["M2"]
+    assert m2["verdict"] == verdict and m2["seeds"] == str(len(finals))
+    assert m2["ours"].startswith("4x4 at the 60-minute budget (19,200 examples): test implicit EM")
+    assert matplotlib.image.imread(tmp_path / "out/stall_mult4x4.png").shape[2] in (3, 4)
+    stall = analysis.stall(
+        next(run for run in analysis.league.load_runs(tmp_path / "runs") if run["task"] == "mult4x4")
+    )
+    assert stall["largest rise of the end-of-stage loss"].startswith("removing token 30 (s2[1])")
