@@ -32,7 +32,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--threads", type=int, default=None, help="CPU threads per run (OMP_NUM_THREADS; default: as set)"
     )
-    run.add_argument("--only", nargs="+", default=None, metavar="NAME", help="only these runs (shell patterns)")
+    run.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="only these runs: shell patterns matched against the names with their seed suffix (e.g. "
+        "'counter7_*_s0', or 'claim_x_*' for every seed of claim_x)",
+    )
     run.add_argument("--retry-failed", action="store_true", help="also run again the runs recorded as failed")
     run.add_argument("--commit", action="store_true", help="git-commit each run's record as it lands (its files only)")
     commands_parser = commands.add_parser("commands", help="print one shell line per run still to do")

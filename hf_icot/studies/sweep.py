@@ -152,7 +152,10 @@ class Sweep:
             return list(self.runs)
         for pattern in patterns:
             if not any(fnmatch.fnmatchcase(run.name, pattern) for run in self.runs):
-                raise SweepError(f"--only {pattern!r} matches no run of {self.study}; see `status` for the names.")
+                hint = "see `status` for the names"
+                if any(fnmatch.fnmatchcase(run.name, f"{pattern}_s*") for run in self.runs):  # a name without seed
+                    hint = f"run names end in their seed (_s0, _s1, ...): {pattern + '_s*'!r} matches every seed"
+                raise SweepError(f"--only {pattern!r} matches no run of {self.study}; {hint}.")
         return [run for run in self.runs if any(fnmatch.fnmatchcase(run.name, p) for p in patterns)]
 
     def check_records(self) -> None:

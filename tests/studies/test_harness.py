@@ -240,6 +240,14 @@ def test_commands_print_one_shell_line_per_run_still_to_do(tmp_path: Path) -> No
         .stderr.strip()
         .endswith("matches no run of fixture; see `status` for the names.")
     )
+    assert (
+        harness("run", str(study), "--only", "point")
+        .stderr.strip()
+        .endswith(
+            "--only 'point' matches no run of fixture; run names end in their seed (_s0, _s1, ...): 'point_s*' matches "
+            "every seed."
+        )
+    )
 
 
 def test_a_stopped_run_resumes_from_its_checkpoint_or_starts_over(tmp_path: Path) -> None:
