@@ -15,7 +15,8 @@ The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x
   named. The loss is the mean over the labelled tokens, the CoT still kept and the answer, so part of its rise as the
   CoT goes is the answer's growing share; a rise far above its neighbours' is a token the model did not absorb;
 * M1's and M2's verdicts in the ledger (``--ledger``): M1 needs a 3x3 setting with 3 seeds to agree and stays
-  pending until then; M2 reads the 4x4 runs trained for the steps 60 minutes allow here (named ``..._60min``).
+  pending until then; M2 reads the 4x4 runs trained for the steps a quiet hour here allows (named
+  ``..._hour``) and reports every 4x4 setting at its budget.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def cot_tokens(a_digits: int, b_digits: int) -> list[str]:
 #: the chain's tokens per task (the task is the run name's first part, e.g. ``mult4x4``)
 COT_TOKENS = {f"mult{n}x{n}": cot_tokens(n, n) for n in (3, 4)}
 M1_BAR, M1_E2E_CEILING, M1_FLOOR = 0.90, 0.10, 0.50
-M2_BAR, M2_BUDGET = 0.90, "_60min"  # M2's runs end in _60min: the steps 60 minutes allow here
+M2_BAR, M2_BUDGET = 0.90, "_hour"  # M2's runs end in _hour: the steps a quiet hour here allows
 
 
 def end_losses(run: dict) -> dict[float, float]:
@@ -140,15 +141,19 @@ def verdict_m1(rows: list[dict]) -> dict:
 
 
 def verdict_m2(rows: list[dict]) -> dict:
-    """M2 from the league rows of mult4x4: the runs whose curriculum ends in ``_60min`` trained for the steps that
-    60 minutes of this machine allow (runs.yaml says how that count was measured)."""
+    """M2 from the league rows of mult4x4: the runs named ``..._hour`` trained for the steps a quiet hour of this
+    machine allows (runs.yaml says how that count was measured); every 4x4 setting is reported at its budget."""
+    budgets = "; ".join(
+        f"{league.label(row['curriculum'])}: test implicit EM {row['final'].text(3)} after "
+        f"{max(league.trained_examples(run) for run in row['runs']):,.0f} examples"
+        for row in rows
+    )
     runs = [run for row in rows if row["curriculum"].endswith(M2_BUDGET) for run in row["runs"]]
     if not runs:
-        return {"verdict": "pending", "seeds": 0, "ours": "no 60-minute 4x4 run recorded yet"}
+        return {"verdict": "pending", "seeds": 0, "ours": f"no run over the whole hour yet; {budgets or 'no 4x4 run'}"}
     scores = [league.final_test(run) for run in runs]
-    best = [stall(run)["best held-out implicit EM (examples)"] for run in runs]
-    ours = (f"4x4 at the 60-minute budget ({league.trained_examples(runs[0]):,.0f} examples): test implicit EM "
-            f"{summarize(scores).text(3)}; best held-out {', '.join(best)}")  # fmt: skip
+    best = ", ".join(stall(run)["best held-out implicit EM (examples)"] for run in runs)
+    ours = f"over the hour: test implicit EM {summarize(scores).text(3)}, best held-out {best}; by budget: {budgets}"
     if max(scores) < M2_BAR:
         verdict = "disagree"
     elif len(scores) >= 3 and min(scores) >= M2_BAR:

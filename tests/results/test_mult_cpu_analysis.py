@@ -106,15 +106,16 @@ def test_the_4x4_chain_is_named_token_by_token_as_the_task_writes_it():
 @pytest.mark.parametrize(
     ("finals", "verdict"),
     [
-        ([0.31], "disagree"),  # below 0.90 at the 60-minute budget: decided on the run the rule asks for
+        ([0.31], "disagree"),  # below 0.90 over the hour: decided on the run the rule asks for
         ([0.95], "pending"),  # above: seeds 1-2 must follow
         ([0.95, 0.93, 0.92], "agree"),
         ([0.95, 0.93, 0.85], "inconclusive"),
     ],
 )
-def test_m2_reads_the_60_minute_4x4_runs(tmp_path, finals, verdict):
+def test_m2_reads_the_4x4_runs_over_the_whole_hour(tmp_path, finals, verdict):
     for seed, final in enumerate(finals):
-        _write(tmp_path / "runs", "mult4x4_stepwise62_60min", seed, final, _stalling(30, tokens=46))
+        _write(tmp_path / "runs", "mult4x4_stepwise62_hour", seed, final, _stalling(30, tokens=46))
+    _write(tmp_path / "runs", "mult4x4_stepwise62_60min", 0, 0.02, _stalling(30, tokens=46))  # a shorter budget
     _write(tmp_path / "runs", "mult3x3_stepwise250_base", 0, 0.10, _stalling(14))
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
@@ -122,9 +123,19 @@ def test_m2_reads_the_60_minute_4x4_runs(tmp_path, finals, verdict):
     analysis.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     m2 = {row["id"]: row for row in read_ledger(ledger)}["M2"]
     assert m2["verdict"] == verdict and m2["seeds"] == str(len(finals))
-    assert m2["ours"].startswith("4x4 at the 60-minute budget (19,200 examples): test implicit EM")
+    assert m2["ours"].startswith("over the hour: test implicit EM")
+    assert "(60min): test implicit EM 0.020 (n=1) after 19,200 examples" in m2["ours"]  # every budget reported
     assert matplotlib.image.imread(tmp_path / "out/stall_mult4x4.png").shape[2] in (3, 4)
     stall = analysis.stall(
         next(run for run in analysis.league.load_runs(tmp_path / "runs") if run["task"] == "mult4x4")
     )
     assert stall["largest rise of the end-of-stage loss"].startswith("removing token 30 (s2[1])")
+
+
+def test_m2_stays_pending_until_a_run_over_the_whole_hour(tmp_path):
+    _write(tmp_path / "runs", "mult4x4_stepwise62_60min", 0, 0.0, _stalling(30, tokens=46))
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    m2 = {row["id"]: row for row in read_ledger(ledger)}["M2"]
+    assert m2["verdict"] == "pending" and m2["ours"].startswith("no run over the whole hour yet; stepwise")
