@@ -47,6 +47,7 @@ from hf_icot.studies.sweep import RECORD_FILE, SWEEP_FILE, load_sweep
 
 HERE = Path(__file__).resolve().parent
 BAR = 0.9
+SEEDS = 3  # seeds per curriculum in runs.yaml
 TASKS = {
     "parity4": "4-sparse parity over 20 bits, tree CoT (3 tokens)",
     "counter7": "the counter C_7 over T = 16 (16 CoT states)",
@@ -251,29 +252,68 @@ def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
     return missing
 
 
+def _best_possible(row: dict) -> float:
+    """The highest mean final score ``row`` can still reach over :data:`SEEDS` seeds: its missing seeds at 1.0."""
+    scores = [final_test(run) for run in row["runs"]]
+    return (sum(scores) + max(SEEDS - len(scores), 0)) / max(SEEDS, len(scores))
+
+
+def _settled(task_rows: list[dict], unrun: set[str]) -> dict[str, bool]:
+    """Which verdicts the missing seeds can no longer change (``unrun``: curricula of the sweep with no record yet,
+    which could still score anything): ``L1`` when the fixed or the adaptive side has no pace left that can reach
+    90% on every seed (each has a recorded seed that never did), ``L2`` when no curriculum can reach a mean of
+    0.90 even if its missing seeds score 1.0."""
+    curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
+    side_out = {
+        kind: not any(family(name) == kind for name in unrun)
+        and all(row["reached"] < len(row["runs"]) for row in curricula if family(row["curriculum"]) == kind)
+        for kind in ("fixed", "adaptive")
+    }
+    no_bar = not any(family(name) != "e2e" for name in unrun) and all(_best_possible(r) < BAR for r in curricula)
+    return {"L1": any(side_out.values()), "L2": bool(curricula) and no_bar}
+
+
 def verdicts(
     rows: list[dict], compared: dict[str, dict], missing: dict[str, list[str]] | None = None
 ) -> dict[str, dict]:
     """L1 (the ratio) and L2 (the premise) per task, by the rules of claims.csv; ``pending`` while a curriculum has
-    fewer than 3 seeds or ``missing`` (:func:`unrecorded`) names a run of the task's sweep not recorded yet."""
+    fewer than 3 seeds or ``missing`` (:func:`unrecorded`) names a run of the task's sweep not recorded yet, unless
+    the runs still to come cannot change the verdict (:func:`_settled`; the ledger then says so)."""
     results = {}
     missing = missing or {}
     for task, entry in compared.items():
         task_rows = [row for row in rows if row["task"] == task]
         seeds = min(len(row["runs"]) for row in task_rows)
         short = f"; {len(missing[task])} run(s) of runs.yaml not recorded yet" if missing.get(task) else ""
+        unrun = {NAME.match(name)["curriculum"] for name in missing.get(task, [])} - {
+            r["curriculum"] for r in task_rows
+        }
+        settled = _settled(task_rows, unrun)
+        early = "; settled before every seed: the runs still to come cannot change it"
+        waiting = seeds < SEEDS or bool(short)
         r = entry["ratio"]
         if r is None:
-            verdict, ours = "inconclusive", ratio_line(task, entry)[2:]
+            verdict, ours = "inconclusive", ratio_line(task, entry)[2:].rstrip(".")
         else:
             verdict = "agree" if r["ratio"] >= 2 and r["low"] > 1 else "disagree" if r["high"] < 2 else "inconclusive"
             ours = f"best fixed / best adaptive = {r['ratio']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
-        if seeds < 3 or short:
+        if waiting and not (r is None and settled["L1"]):
             verdict = "pending"
+        elif waiting:
+            ours += early
         results[f"L1-{task}"] = {"verdict": verdict, "seeds": seeds, "ours": ours + short}
         curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
         best = max(curricula, key=lambda row: row["final"].mean) if curricula else None
         e2e = next((row for row in task_rows if family(row["curriculum"]) == "e2e"), None)
+        if waiting and settled["L2"]:
+            results[f"L2-{task}"] = {
+                "verdict": "disagree",
+                "seeds": seeds,
+                "ours": f"best: {label(best['curriculum'])} {best['final'].text(3)}; no curriculum can reach a mean "
+                f"of 0.90 over {SEEDS} seeds (the highest still possible: "
+                f"{max(_best_possible(row) for row in curricula):.3f}){early}{short}",
+            }
+            continue
         if best is None or e2e is None:
             results[f"L2-{task}"] = {
                 "verdict": "pending",
@@ -291,7 +331,7 @@ def verdicts(
             verdict = "inconclusive"
         gap_text = f"{gap.mean:.3f}" + ("" if gap.low is None else f" [{gap.low:.3f}, {gap.high:.3f}]")
         results[f"L2-{task}"] = {
-            "verdict": "pending" if seeds < 3 or short else verdict,
+            "verdict": "pending" if waiting else verdict,
             "seeds": seeds,
             "ours": f"best: {label(best['curriculum'])} {best['final'].text(3)}; end to end {e2e['final'].text(3)}; "
             f"gap {gap_text}{short}",

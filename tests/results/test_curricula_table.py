@@ -168,3 +168,40 @@ def test_every_league_run_parses_into_its_recipes_arguments_at_its_tasks_budget(
             assert script_args.task_args["kind"] == "cyclic", run.name
     assert budgets == {"parity4": {153_600}, "counter7": {192_000}, "cyclic7": {192_000}}
     assert schedules["parity4"] == {"stepwise", "staged", "log_icot", "mixture", "adaptive", "no_cot"}
+
+
+def _cyclic7_sweep(folder: Path, curricula: list[str]) -> None:
+    runs = "".join(f"  - {{name: cyclic7_{name}, args: [], seeds: [0, 1, 2]}}\n" for name in curricula)
+    (folder / "runs.yaml").write_text(
+        "study: league\ncommand: [python]\noutput_root: outputs/league\ndone_file: eval_results.json\nruns:\n" + runs
+    )
+
+
+@pytest.mark.parametrize(
+    ("stepwise40_final", "unrun", "l1", "l2"),
+    [
+        (0.14, [], "inconclusive", "disagree"),  # every seed 0 at chance: seeds 1-2 cannot lift a mean to 0.90
+        (0.75, [], "inconclusive", "pending"),  # (0.75 + 1 + 1) / 3 = 0.917: seeds 1-2 could still reach 0.90
+        # a curriculum of the sweep not run yet could score anything: L2 waits; L1 compares only the paces, and
+        # one side (here both) already has no pace whose every seed can reach 90%
+        (0.14, ["staged_left"], "inconclusive", "pending"),
+        (0.14, ["stepwise80", "adaptive_sequence"], "pending", "pending"),  # both sides could still reach it
+    ],
+)
+def test_seed_zero_settles_what_the_other_seeds_cannot_change(tmp_path, stepwise40_final, unrun, l1, l2):
+    curricula = ["stepwise40", "adaptive_answer", "e2e"]
+    for name in curricula:
+        final = stepwise40_final if name == "stepwise40" else 0.14
+        _write(tmp_path / "runs", f"cyclic7_{name}", 0, [0.14] * 11 + [final], final, gone_step=400)
+    _cyclic7_sweep(tmp_path, curricula + unrun)
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/curricula/claims.csv").read_text())
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    assert (verdicts["L1-cyclic7"]["verdict"], verdicts["L2-cyclic7"]["verdict"]) == (l1, l2)
+    if l2 == "disagree":
+        assert (
+            "no curriculum can reach a mean of 0.90 over 3 seeds (the highest still possible: 0.713)"
+            in (verdicts["L2-cyclic7"]["ours"])
+        )
+        assert "settled before every seed" in verdicts["L1-cyclic7"]["ours"]
