@@ -258,12 +258,11 @@ def _best_possible(row: dict) -> float:
     return (sum(scores) + max(SEEDS - len(scores), 0)) / max(SEEDS, len(scores))
 
 
-def _settled(task_rows: list[dict], unrun: set[str]) -> dict[str, bool]:
+def _settled(curricula: list[dict], unrun: set[str]) -> dict[str, bool]:
     """Which verdicts the missing seeds can no longer change (``unrun``: curricula of the sweep with no record yet,
     which could still score anything): ``L1`` when the fixed or the adaptive side has no pace left that can reach
     90% on every seed (each has a recorded seed that never did), ``L2`` when no curriculum can reach a mean of
-    0.90 even if its missing seeds score 1.0."""
-    curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
+    0.90 even if its missing seeds score 1.0. ``curricula``: the task's rows but end to end's."""
     side_out = {
         kind: not any(family(name) == kind for name in unrun)
         and all(row["reached"] < len(row["runs"]) for row in curricula if family(row["curriculum"]) == kind)
@@ -288,7 +287,8 @@ def verdicts(
         unrun = {NAME.match(name)["curriculum"] for name in missing.get(task, [])} - {
             r["curriculum"] for r in task_rows
         }
-        settled = _settled(task_rows, unrun)
+        curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
+        settled = _settled(curricula, unrun)
         early = "; settled before every seed: the runs still to come cannot change it"
         waiting = seeds < SEEDS or bool(short)
         r = entry["ratio"]
@@ -302,7 +302,6 @@ def verdicts(
         elif waiting:
             ours += early
         results[f"L1-{task}"] = {"verdict": verdict, "seeds": seeds, "ours": ours + short}
-        curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
         best = max(curricula, key=lambda row: row["final"].mean) if curricula else None
         e2e = next((row for row in task_rows if family(row["curriculum"]) == "e2e"), None)
         if waiting and settled["L2"]:

@@ -69,10 +69,15 @@ def _removal(removed: float, tokens: list[str]) -> str:
     return f"removing token {removed:g} ({token})"
 
 
+def best_held_out(run: dict) -> str:
+    """``run``'s best held-out implicit exact match and the examples seen then (``""`` when never measured)."""
+    examples, em = max(league.curve(run), key=lambda point: point[1], default=(None, None))
+    return "" if examples is None else f"{em:.3f} ({examples:,.0f})"
+
+
 def stall(run: dict) -> dict:
     """Where ``run`` got stuck: its best held-out implicit score, and the removal after which the loss stayed
     highest above the one before (the loss at the end of each count of removed tokens, after its training)."""
-    best = max(league.curve(run), key=lambda point: point[1], default=(None, None))
     ends = end_losses(run)
     last = max(ends, default=0.0)
     tokens = COT_TOKENS[run["task"]]
@@ -85,7 +90,7 @@ def stall(run: dict) -> dict:
     row = {
         "run": run["run"],
         "test implicit EM": f"{league.final_test(run):.3f}",
-        "best held-out implicit EM (examples)": "" if best[0] is None else f"{best[1]:.3f} ({best[0]:,.0f})",
+        "best held-out implicit EM (examples)": best_held_out(run),
         "CoT removed at the end": removed,
         "largest rise of the end-of-stage loss": "no removal",
     }
@@ -152,7 +157,7 @@ def verdict_m2(rows: list[dict]) -> dict:
     if not runs:
         return {"verdict": "pending", "seeds": 0, "ours": f"no run over the whole hour yet; {budgets or 'no 4x4 run'}"}
     scores = [league.final_test(run) for run in runs]
-    best = ", ".join(stall(run)["best held-out implicit EM (examples)"] for run in runs)
+    best = ", ".join(best_held_out(run) for run in runs)
     ours = f"over the hour: test implicit EM {summarize(scores).text(3)}, best held-out {best}; by budget: {budgets}"
     if max(scores) < M2_BAR:
         verdict = "disagree"
@@ -164,7 +169,7 @@ def verdict_m2(rows: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    args, runs = league.arguments_and_runs(argv, __doc__, HERE, "M1's verdict", "the tables and the plots")
+    args, runs = league.arguments_and_runs(argv, __doc__, HERE, "M1's and M2's verdicts", "the tables and the plots")
     rows = league.points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     table = write_table(league.table_rows(rows), args.out, "table")
