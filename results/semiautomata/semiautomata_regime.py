@@ -193,7 +193,9 @@ def plot(found: list[dict[str, Any]], out: Path) -> None:
         error_bars(ax, lengths, [p["e2e_id"] for p in series], label="end to end (implicit)")
         error_bars(ax, lengths, [p["e2e_ood"] for p in series], label="end to end, mean OOD", linestyle=":")
         ax.plot(lengths, [p["chance"] for p in series], "k--", linewidth=0.8, label="majority-answer chance")
-        ax.set(title=automaton, xlabel="T (input symbols)", xscale="log", xticks=lengths, xticklabels=lengths)
+        ax.set(title=automaton, xlabel="T (input symbols)", xscale="log", xlim=(LENGTHS[0] / 1.25, LENGTHS[-1] * 1.25))
+        ax.minorticks_off()  # the log axis's own minor labels (3 x 10^1, ...) would overprint the lengths
+        ax.set(xticks=LENGTHS, xticklabels=LENGTHS)
         ax.set_ylim(0, 1.05)
     axes[0][0].set_ylabel("test answer exact match")
     axes[0][0].legend(fontsize=7, loc="lower left")
