@@ -5,6 +5,10 @@ they run), ``verdict`` (:data:`VERDICTS`; ``pending`` until the runs are in), ``
 the verdict), ``ours`` (our figure), ``theirs`` (the study's figure, where it gives one) and ``why`` (why they differ;
 for ``inconclusive``: what scale or run would decide it).
 
+``withdrawn`` marks a claim dropped before its deciding runs: set by hand, in a commit of its own, with ``why`` saying
+why (a ledger refuses a withdrawn row without one). The analysis never revives it: :func:`update_ledger` leaves a
+withdrawn row as it is and may not withdraw one itself.
+
 A study's analysis script fills the verdict columns from its records with :func:`update_ledger`, which never rewrites a
 claim or its rule: those change only by hand, in a commit of their own, before the runs that decide them.
 :func:`write_claims_index` gathers every study's ledger into ``results/CLAIMS.md``.
@@ -22,7 +26,9 @@ from typing import Any
 LEDGER_FILE = "claims.csv"
 INDEX_FILE = "CLAIMS.md"
 COLUMNS = ("id", "claim", "rule", "verdict", "seeds", "ours", "theirs", "why")
-VERDICTS = ("agree", "disagree", "inconclusive", "pending")
+VERDICTS = ("agree", "disagree", "inconclusive", "pending", "withdrawn")
+#: The verdict only a hand edit may set (with a ``why``); :func:`update_ledger` leaves such a row untouched.
+WITHDRAWN = "withdrawn"
 #: What :func:`update_ledger` may fill in from the records; ``claim`` and ``rule`` stay as committed.
 RESULT_COLUMNS = ("verdict", "seeds", "ours", "theirs", "why")
 
@@ -55,6 +61,10 @@ def read_ledger(path: str | os.PathLike) -> list[dict[str, str]]:
             raise LedgerError(
                 f"{path}: claim {row['id']!r} has the verdict {row['verdict']!r}; allowed: {', '.join(VERDICTS)}."
             )
+        if row["verdict"] == WITHDRAWN and not row["why"].strip():
+            raise LedgerError(
+                f"{path}: claim {row['id']!r} is withdrawn with an empty why; say why it was dropped before its runs."
+            )
         seen.add(row["id"])
         rows.append(dict(row))
     return rows
@@ -74,9 +84,11 @@ def update_ledger(path: str | os.PathLike, results: Mapping[str, Mapping[str, An
     """Fill the result columns of the ledger at ``path`` from ``results`` (claim id -> a mapping of some of
     :data:`RESULT_COLUMNS`) and write it back; returns the rows.
 
+    A withdrawn claim's row is left as it is (its entry in ``results`` is ignored).
+
     Raises:
         LedgerError: a claim id the ledger does not have, a column outside :data:`RESULT_COLUMNS` (``claim`` and
-            ``rule`` are fixed before the runs), or an unknown verdict.
+            ``rule`` are fixed before the runs), an unknown verdict, or ``withdrawn`` (only a hand edit withdraws).
     """
     rows = read_ledger(path)
     by_id = {row["id"]: row for row in rows}
@@ -93,6 +105,12 @@ def update_ledger(path: str | os.PathLike, results: Mapping[str, Mapping[str, An
         verdict = values.get("verdict", by_id[claim_id]["verdict"])
         if verdict not in VERDICTS:
             raise LedgerError(f"claim {claim_id!r}: verdict {verdict!r} is unknown; allowed: {', '.join(VERDICTS)}.")
+        if by_id[claim_id]["verdict"] == WITHDRAWN:
+            continue
+        if verdict == WITHDRAWN:
+            raise LedgerError(
+                f"the analysis may not withdraw claim {claim_id!r}; withdraw it by hand in claims.csv, with a why."
+            )
         by_id[claim_id].update({key: "" if value is None else str(value) for key, value in values.items()})
     write_ledger(path, rows)
     return rows

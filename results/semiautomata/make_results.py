@@ -47,7 +47,7 @@ from semiautomata_runs import (
 )
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
-from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.claims import WITHDRAWN, update_ledger
 from hf_icot.studies.report import fmt, read_json, write_table
 
 
@@ -363,7 +363,10 @@ def main(argv: list[str] | None = None) -> None:
     claims_table = point_results(claim_runs, second, point, out, "second_round")
     counter_table = point_results(claim_runs, second, point2, out, "counter_round")
     if (out / "claims.csv").exists():
-        update_ledger(out / "claims.csv", {claim: v for claim, v in verdicts.items() if v is not None})
+        ledger = update_ledger(out / "claims.csv", {claim: v for claim, v in verdicts.items() if v is not None})
+        # a claim withdrawn by hand reads as withdrawn in the README too, with the ledger's reason
+        verdicts.update({row["id"]: {"verdict": WITHDRAWN, "ours": row["why"]} for row in ledger
+                         if row["verdict"] == WITHDRAWN})  # fmt: skip
     table = write_table([result_row(run) for run in runs], out, "results", cell=fmt)
     plot_id_vs_ood(runs, out)
     plot_curriculum_stages(runs, out)

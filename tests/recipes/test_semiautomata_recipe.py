@@ -7,13 +7,13 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
+from hf_icot.studies.claims import read_ledger, write_ledger
 from tests.recipes.conftest import REPO, load_script
 
 RECIPE = REPO / "recipes" / "semiautomata.py"
@@ -265,14 +265,14 @@ def test_regime_sweep_table_and_rule_r_choose_the_cheapest_point_where_end_to_en
         _regime_run(runs, "cyclic", 32, "full_cot", seed, 0.99)
         _regime_run(runs, "cyclic", 32, "no_cot", seed, 0.20 + 0.01 * seed)
     out.mkdir()
-    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+    _the_rules(out)
     _load_make_results().main(["--runs", str(runs), "--out", str(out)])
     ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
     assert ledger["A2"]["verdict"] == "pending" and ledger["A2"]["ours"].endswith("short of 3 seeds at T = 64")
     for seed in range(3):  # the sweep's last length: end to end still far below
         _regime_run(runs, "cyclic", 64, "full_cot", seed, 0.98)
         _regime_run(runs, "cyclic", 64, "no_cot", seed, 0.18 + 0.01 * seed)
-    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+    _the_rules(out)
 
     _load_make_results().main(["--runs", str(runs), "--out", str(out)])
 
@@ -303,6 +303,13 @@ def _claim_run(
     probes = json.loads((folder / "probes.json").read_text())
     (folder / "probes.json").write_text(json.dumps({**probes, "accuracy": [[probe] * 16] * (depth + 1)}))
     (folder / "sweep.json").write_text(json.dumps({"run": folder_name, "seed": seed, "status": "ok", "wall_s": 60}))
+
+
+def _the_rules(out: Path) -> None:
+    """The study's ledger as its rules stand before any run: every verdict pending (a claim withdrawn in the real
+    ledger is read here like the others)."""
+    rows = read_ledger(REPO / "results" / "semiautomata" / "claims.csv")
+    write_ledger(out / "claims.csv", [{**row, "verdict": "pending", "ours": "", "why": ""} for row in rows])
 
 
 def _second_round_fixture(runs: Path, seeds: int = 3) -> None:
@@ -338,7 +345,7 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
     left = {"name": "staged", "side": "left"}  # a pilot at the same point: tabled, read by no rule
     _claim_run(runs, "pilot_cyclic7_t16_left_step1", 0, 7, left, 4, 1e-3, _everywhere(0.10, "implicit"), 0.1)
     out.mkdir()
-    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+    _the_rules(out)
 
     _load_make_results().main(["--runs", str(runs), "--out", str(out)])
 
@@ -363,11 +370,30 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
     assert [row["run"] for row in csv.DictReader((out / "pilots.csv").open())] == ["pilot_cyclic7_t16_left_step1_s0"]
 
 
+def test_a_withdrawn_claim_stays_withdrawn_in_the_ledger_and_the_readme(tmp_path: Path) -> None:
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _second_round_fixture(runs)
+    out.mkdir()
+    _the_rules(out)
+    rows = read_ledger(out / "claims.csv")
+    why = "its runs' fill drop loses the CoT at the first removal"
+    write_ledger(out / "claims.csv", [{**row, "verdict": "withdrawn", "why": why} if row["id"] == "A5" else row
+                                      for row in rows])  # fmt: skip
+
+    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+
+    ledger = {row["id"]: row for row in read_ledger(out / "claims.csv")}
+    assert (ledger["A5"]["verdict"], ledger["A5"]["why"], ledger["A5"]["ours"]) == ("withdrawn", why, "")
+    assert ledger["A4"]["verdict"] == "agree"  # the others are read as before
+    readme = (out / "README.md").read_text()
+    assert f"* **A5: withdrawn** — {why}" in readme and "* **A4: agree** — " in readme
+
+
 def test_a_second_round_claim_short_of_three_seeds_is_pending_with_its_figures(tmp_path: Path) -> None:
     runs, out = tmp_path / "runs", tmp_path / "out"
     _second_round_fixture(runs, seeds=2)
     out.mkdir()
-    shutil.copy(REPO / "results" / "semiautomata" / "claims.csv", out / "claims.csv")
+    _the_rules(out)
 
     _load_make_results().main(["--runs", str(runs), "--out", str(out)])
 
@@ -387,12 +413,7 @@ def test_rule_r_waits_while_a_cheaper_point_is_short_of_seeds(tmp_path: Path) ->
         _regime_run(runs, "cyclic", 16, "no_cot", seed, 0.15)
     _regime_run(runs, "counter", 16, "no_cot", 0, 0.30)  # one seed: the counter might still be the cheapest choice
     out.mkdir()
-    with (REPO / "results" / "semiautomata" / "claims.csv").open() as ledger:  # the rules, before any verdict
-        rows = [{**row, "verdict": "pending", "ours": ""} for row in csv.DictReader(ledger)]
-    with (out / "claims.csv").open("w", newline="") as ledger:
-        writer = csv.DictWriter(ledger, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    _the_rules(out)
 
     _load_make_results().main(["--runs", str(runs), "--out", str(out)])
 

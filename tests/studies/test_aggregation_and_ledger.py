@@ -99,6 +99,21 @@ def test_the_ledger_keeps_claims_and_rules_and_fills_the_results(tmp_path: Path)
     assert read_ledger(path) == again, "a refused update leaves the ledger as it was"
 
 
+def test_a_withdrawn_claim_needs_a_why_and_the_analysis_leaves_it_alone(tmp_path: Path) -> None:
+    path = tmp_path / "claims.csv"
+    dropped = {**LEDGER[1], "verdict": "withdrawn", "why": "its runs would compare two floors"}
+    write_ledger(path, [LEDGER[0], dropped])
+    rows = update_ledger(path, {"C1": {"verdict": "agree", "seeds": 3}, "C2": {"verdict": "pending", "ours": "none"}})
+    assert rows[0]["verdict"] == "agree" and rows[1] == {**dropped, "seeds": "", "ours": "", "theirs": ""}
+    assert read_ledger(path)[1]["verdict"] == "withdrawn"
+    with pytest.raises(LedgerError, match=r"^the analysis may not withdraw claim 'C1'; withdraw it by hand"):
+        update_ledger(path, {"C1": {"verdict": "withdrawn", "why": "it failed"}})
+    assert read_ledger(path)[0]["verdict"] == "agree", "a refused update leaves the ledger as it was"
+    write_ledger(path, [{**dropped, "why": "  "}])
+    with pytest.raises(LedgerError, match=r"claim 'C2' is withdrawn with an empty why; say why it was dropped"):
+        read_ledger(path)
+
+
 def test_the_claims_index_gathers_every_study(tmp_path: Path) -> None:
     for study, verdict in (("alpha", "agree"), ("beta", "inconclusive")):
         (tmp_path / study).mkdir()
