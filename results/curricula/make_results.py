@@ -11,7 +11,8 @@ hint 0, so its "implicit" figures are those of the ``hint=0`` mode. It writes
 
 * ``table.md`` / ``table.csv``: per task and curriculum over its seeds, the final test implicit exact match (mean ±
   95% t-interval), the examples seen at the first measurement >= 90% (mean ± interval when every seed got there, else
-  how many did), when the CoT was gone, and the wall time per run;
+  how many did), when the CoT was gone, and the wall time per run; a task with a curriculum short of 3 seeds goes to
+  ``screen.md`` / ``screen.csv`` instead (still running, or screened out: its first seed settled its verdicts);
 * ``ratios.md``: per task, the best fixed pace against the best adaptive one (examples to 90%, a percentile bootstrap
   interval over the seeds);
 * ``curves_<task>.png``: implicit exact match against training examples, mean over seeds with 95% error bars;
@@ -198,6 +199,13 @@ def table_rows(rows: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def split_screened(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The league's rows (tasks whose every curriculum has its :data:`SEEDS` seeds) and the others (a task still
+    running, or screened out: one whose first seed settled that no curriculum internalizes it)."""
+    short = {row["task"] for row in rows if len(row["runs"]) < SEEDS}
+    return [row for row in rows if row["task"] not in short], [row for row in rows if row["task"] in short]
 
 
 def ratio(fixed: list[float], adaptive: list[float], n_boot: int = 10_000, seed: int = 0) -> dict:
@@ -395,16 +403,27 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args, runs = arguments_and_runs(argv, __doc__, HERE, "the verdicts", "the table, the ratios and the curves")
     rows = points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
-    table = write_table(table_rows(rows), args.out, "table")
+    league, screened = split_screened(rows)
+    table = write_table(table_rows(league), args.out, "table")
     compared = comparisons(rows)
     lines = ["Best fixed pace against the best adaptive one, examples to 90% (95% bootstrap interval over seeds):", ""]
     ratios = "\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n"
     (args.out / "ratios.md").write_text(ratios)
+    screen = ""
+    if screened:
+        tasks = ", ".join(dict.fromkeys(row["task"] for row in screened))
+        screen = (
+            f"\nShort of {SEEDS} seeds, so not in the league table ({tasks}; the ledger says whether the seeds "
+            "run already settle the task's verdicts):\n\n" + write_table(table_rows(screened), args.out, "screen")
+        )
+    elif (args.out / "screen.md").exists():
+        (args.out / "screen.md").unlink()
+        (args.out / "screen.csv").unlink(missing_ok=True)
     written = plot(rows, args.out)
     if args.readme is not None:
         curves = "\n\n".join(f"![implicit accuracy against examples, {path.stem.removeprefix('curves_')}]({path.name})"
                                for path in written)  # fmt: skip
-        fill_section(args.readme, "table", f"{table}\n{ratios}\n{curves}\n")
+        fill_section(args.readme, "table", f"{table}{screen}\n{ratios}\n{curves}\n")
     if args.ledger is not None:
         update_ledger(args.ledger, verdicts(rows, compared, unrecorded(args.runs.parent)))
     print(table)

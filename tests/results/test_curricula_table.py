@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import matplotlib.image
@@ -113,6 +114,25 @@ def test_the_readme_gets_the_table_in_its_generated_section_and_keeps_its_prose(
     with pytest.raises(ValueError, match=r"README.md has no section 'table': it needs a line <!-- begin table -->"):
         _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "fresh"), "--readme", str(readme)])
     assert not (tmp_path / "fresh").exists(), "nothing is written when the README has no section for the table"
+
+
+def test_a_task_short_of_three_seeds_is_tabled_apart_from_the_league(tmp_path):
+    _records(tmp_path / "runs")
+    for name in ("stepwise40", "e2e"):  # cyclic7 on seed 0 only: at chance
+        _write(tmp_path / "runs", f"cyclic7_{name}", 0, [0.14] * 12, 0.14, gone_step=400)
+    readme = tmp_path / "README.md"
+    readme.write_text("# League\n\n<!-- begin table -->\n<!-- end table -->\n")
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
+    league, screen = (tmp_path / "out/table.md").read_text(), (tmp_path / "out/screen.md").read_text()
+    assert "| cyclic7 |" not in league and "| parity4 |" in league and "| counter7 |" in league
+    assert screen.count("| cyclic7 |") == 2 and "| parity4 |" not in screen
+    assert "Short of 3 seeds, so not in the league table (cyclic7; " in readme.read_text()
+    assert screen in readme.read_text()
+
+    for name in ("stepwise40", "e2e"):  # once its records are gone, so is the screen's table
+        shutil.rmtree(tmp_path / "runs" / f"cyclic7_{name}_s0")
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
+    assert not (tmp_path / "out/screen.md").exists() and "Short of" not in readme.read_text()
 
 
 def test_verdicts_stay_pending_while_a_run_of_the_sweep_has_no_record(tmp_path):
