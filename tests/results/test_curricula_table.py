@@ -162,13 +162,21 @@ def test_a_record_with_a_name_outside_the_sweep_is_refused(tmp_path):
 
 
 def test_every_league_run_parses_into_its_recipes_arguments_at_its_tasks_budget():
-    """results/curricula/runs.yaml: 3 tasks x 10 curricula x 3 seeds, each seed seeding data and model, each task's
-    curricula at one budget, and each schedule's own flags reaching the trainer (a misspelt flag fails here)."""
+    """results/curricula/runs.yaml: parity4 and counter7, 10 curricula x 3 seeds each, and cyclic7's 10 curricula on
+    seed 0 alone (its seeds 1-2 left the sweep before they ran: screen.md); each seed seeding data and model, each
+    task's curricula at one budget, and each schedule's own flags reaching the trainer (a misspelt flag fails here)."""
     from hf_icot.studies.sweep import load_sweep
     from hf_icot.training.arguments import parse_recipe_args
 
     sweep = load_sweep(REPO / "results/curricula")
-    assert len(sweep.runs) == 90
+    seeds = {}
+    for run in sweep.runs:
+        seeds.setdefault(run.name.split("_", 1)[0], []).append(run.seed)
+    assert {task: sorted(found) for task, found in seeds.items()} == {
+        "parity4": [0] * 10 + [1] * 10 + [2] * 10,
+        "counter7": [0] * 10 + [1] * 10 + [2] * 10,
+        "cyclic7": [0] * 10,
+    }
     budgets, schedules = {}, {}
     for run in sweep.runs:
         task = run.name.split("_", 1)[0]
