@@ -110,6 +110,8 @@ def label(curriculum: str) -> str:
     if pace:
         variant = f" ({pace['variant']})" if pace["variant"] else ""
         return f"stepwise, fixed pace of {int(pace['steps'])} steps / token{variant}"
+    if curriculum.startswith("e2e_"):  # end to end at another budget, e.g. e2e_budget16k in results/mult_cpu/
+        return f"{LABELS['e2e']} ({curriculum[len('e2e_') :]})"
     return LABELS.get(curriculum, curriculum)
 
 

@@ -123,12 +123,14 @@ def plot_stalls(runs: list[dict], task: str, out: Path) -> Path:
 
 
 def verdict_m1(rows: list[dict]) -> dict:
-    """M1 from the league rows of mult3x3: the best setting with 3 seeds and end to end at the same budget."""
+    """M1 from the league rows of mult3x3: the best setting with 3 seeds and end to end at the same budget (the
+    end-to-end row whose training examples are nearest the best setting's)."""
     settings = [row for row in rows if league.family(row["curriculum"]) != "e2e"]
-    e2e = next((row for row in rows if league.family(row["curriculum"]) == "e2e"), None)
     best = max(settings, key=lambda row: row["final"].mean, default=None)
     if best is None:
         return {"verdict": "pending", "seeds": 0, "ours": "no curriculum run recorded yet"}
+    e2e_rows = [row for row in rows if league.family(row["curriculum"]) == "e2e"]
+    e2e = min(e2e_rows, key=lambda row: abs(row["trained"] - best["trained"]), default=None)
     scores = [league.final_test(run) for run in best["runs"]]
     ours = f"best: {league.label(best['curriculum'])} {best['final'].text(3)}"
     if e2e is not None:

@@ -288,6 +288,8 @@ def _verdict_lines(verdicts: dict[str, Any], claims: tuple[str, ...]) -> str:
 
 
 COUNTER = "-counter"
+#: the claims read again at the counter's T = 64, the paper's length (runs.yaml's T = 64 block)
+COUNTER64, T64_CLAIMS = "-counter64", ("A1", "A3", "A5", "A6")
 
 
 def point_results(
@@ -360,8 +362,12 @@ def main(argv: list[str] | None = None) -> None:
                 **second_claims.verdicts(claim_runs, second, point),
                 "R2": regime.verdict_r2(found), f"A2{COUNTER}": regime.verdict_a2(found, point2),
                 **second_claims.verdicts(claim_runs, second, point2, suffix=COUNTER, a5_screen_seed=0)}  # fmt: skip
+    point64 = {**point2, "T": 64} if point2 else None
+    verdicts.update(second_claims.verdicts(claim_runs, second, point64, suffix=COUNTER64, a5_screen_seed=0,
+                                           claims=T64_CLAIMS))  # fmt: skip
     claims_table = point_results(claim_runs, second, point, out, "second_round")
     counter_table = point_results(claim_runs, second, point2, out, "counter_round")
+    counter64_table = point_results(claim_runs, second, point64, out, "counter64_round")
     if (out / "claims.csv").exists():
         ledger = update_ledger(out / "claims.csv", {claim: v for claim, v in verdicts.items() if v is not None})
         # a claim withdrawn by hand reads as withdrawn in the README too, with the ledger's reason
@@ -397,7 +403,9 @@ def main(argv: list[str] | None = None) -> None:
     pilot_table = write_table(pilot_rows, out, "pilots", cell=fmt) if pilots else "(no pilot run yet)"
     facts = {**regime_facts(found, regime_table, verdicts), "second_table": claims_table, "second_pilots": pilot_table,
              "second_verdicts": _verdict_lines(verdicts, second_claims.POINT_CLAIMS), "counter_table": counter_table,
-             "counter_verdicts": _verdict_lines(verdicts, ("R2", f"A2{COUNTER}", *(c + COUNTER for c in second_claims.POINT_CLAIMS)))}  # fmt: skip
+             "counter_verdicts": _verdict_lines(verdicts, ("R2", f"A2{COUNTER}", *(c + COUNTER for c in second_claims.POINT_CLAIMS))),
+             "counter64_table": counter64_table,
+             "counter64_verdicts": _verdict_lines(verdicts, tuple(c + COUNTER64 for c in T64_CLAIMS))}  # fmt: skip
     write_readme(runs, claims(runs, out), table, out, facts)
 
 

@@ -314,16 +314,18 @@ def verdicts(
     point: dict | None,
     suffix: str = "",
     a5_screen_seed: int | None = None,
+    claims: tuple[str, ...] = POINT_CLAIMS,
 ) -> dict[str, dict]:
-    """A1, A3-A8 at ``point`` for the ledger, each id followed by ``suffix`` (``-counter``: at rule R2's point; its
-    A5 chooses the learning rates on ``a5_screen_seed``); ``{}`` until the rule has chosen the point."""
+    """``claims`` (by default A1, A3-A8) at ``point`` for the ledger, each id followed by ``suffix`` (``-counter``: at
+    rule R2's point, ``-counter64``: the counter at T = 64; A5 chooses the learning rates on ``a5_screen_seed``);
+    ``{}`` until the rule has chosen the point."""
     if point is None:
         return {}
     groups = groups_at(runs, regime_runs, point)
     found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups, a5_screen_seed), "A6": a6(groups),
              "A7": a7(groups, point["T"]), "A8": a8(groups)}  # fmt: skip
     where = f"{point['automaton']} at T = {point['T']}: "
-    return {claim + suffix: {**found[claim], "ours": where + found[claim]["ours"]} for claim in POINT_CLAIMS}
+    return {claim + suffix: {**found[claim], "ours": where + found[claim]["ours"]} for claim in claims}
 
 
 def table_rows(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict) -> list[dict]:

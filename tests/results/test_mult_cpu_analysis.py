@@ -20,9 +20,11 @@ def _analysis():
     return load_script(REPO / "results/mult_cpu/make_results.py", "mult_cpu_analysis")
 
 
-def _write(root: Path, name: str, seed: int, final: float, losses: dict[float, float] | None = None) -> None:
+def _write(
+    root: Path, name: str, seed: int, final: float, losses: dict[float, float] | None = None, batch: int = BATCH
+) -> None:
     """A run that logs ``losses`` (removed CoT tokens -> the loss at the end of that count; None: end to end) and
-    measures its held-out implicit exact match every 100 steps, rising to ``final``."""
+    measures its held-out implicit exact match every 100 steps of ``batch`` examples, rising to ``final``."""
     folder = root / f"{name}_s{seed}"
     folder.mkdir(parents=True)
     (folder / RECORD_FILE).write_text(json.dumps({"run": folder.name, "seed": seed, "status": "ok", "wall_s": 60.0}))
@@ -34,7 +36,11 @@ def _write(root: Path, name: str, seed: int, final: float, losses: dict[float, f
             log.append({"step": step, "loss": loss + drift, "cot/removed_tokens": removed})
     for index in range(1, 4):
         log.append(
-            {"step": 100 * index, "eval_implicit/answer_em": final * index / 3, "train_examples": 6400.0 * index}
+            {
+                "step": 100 * index,
+                "eval_implicit/answer_em": final * index / 3,
+                "train_examples": 100.0 * batch * index,
+            }
         )
     (folder / "training_log.json").write_text(json.dumps(log))
     (folder / "eval_results.json").write_text(json.dumps({"test/implicit/answer_em": final}))
@@ -86,6 +92,41 @@ def test_m1_needs_three_seeds_of_one_setting_at_90_percent(tmp_path, finals, e2e
     text = readme.read_text()
     assert "Where each run stalls:" in text and "](stall_mult3x3.png)" in text and text.endswith("What it says.\n")
     assert matplotlib.image.imread(tmp_path / "out/stall_mult3x3.png").shape[2] in (3, 4)
+
+
+@pytest.mark.parametrize(("long_e2e", "verdict"), [(0.004, "agree"), (0.30, "inconclusive")])
+def test_m1_reads_end_to_end_at_the_best_settings_budget(tmp_path, long_e2e, verdict):
+    """Two end-to-end rows: the short one (the screen's budget) is near 0 either way; M1 reads the one trained on
+    as many examples as the winner (twice the screen's), so only its score decides."""
+    for seed, final in enumerate([0.97, 0.95, 0.93]):
+        _write(tmp_path / "runs", "mult3x3_stepwise250_budget16k", seed, final, _stalling(20), batch=2 * BATCH)
+    _write(tmp_path / "runs", "mult3x3_e2e", 0, 0.004)
+    for seed in range(3):
+        _write(tmp_path / "runs", "mult3x3_e2e_budget16k", seed, long_e2e, batch=2 * BATCH)
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
+    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    m1 = {row["id"]: row for row in read_ledger(ledger)}["M1"]
+    assert m1["verdict"] == verdict, m1["ours"]
+    assert f"end to end {long_e2e:.3f}" in m1["ours"] and "gap" in m1["ours"]
+    assert (tmp_path / "out/table.md").read_text().count("end to end (no CoT ever) (budget16k)") == 1
+
+
+def test_the_shipped_3x3_config_is_the_winning_runs_setting():
+    """recipes/configs/mult_3x3_cpu.yaml trains what runs.yaml's mult3x3_stepwise250_budget16k ran (seed 0), field
+    by field, but for where it writes and the adaptive schedule's own fields, which a stepwise run never reads."""
+    from hf_icot.studies.sweep import load_sweep
+    from hf_icot.training.arguments import parse_recipe_args
+
+    run = next(r for r in load_sweep(REPO / "results/mult_cpu").runs if r.name == "mult3x3_stepwise250_budget16k_s0")
+    ran = [vars(group) for group in parse_recipe_args(run.command[2:])]
+    shipped = [vars(group) for group in parse_recipe_args(["--config", "recipes/configs/mult_3x3_cpu.yaml"])]
+    ignored = {"output_dir", "logging_dir", "disable_tqdm", "distributed_state"}
+    ignored |= {name for name in ran[1] if name.startswith(("adaptive_", "min_steps_per", "max_steps_per"))}
+    for ran_group, shipped_group in zip(ran, shipped, strict=True):
+        differ = {k for k in ran_group if k not in ignored and ran_group[k] != shipped_group.get(k)}
+        assert not differ, {k: (ran_group[k], shipped_group.get(k)) for k in differ}
+    assert ran[1]["schedule"] == "stepwise" and ran[1]["max_steps"] == 16000
 
 
 def test_the_4x4_chain_is_named_token_by_token_as_the_task_writes_it():
