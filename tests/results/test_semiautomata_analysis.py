@@ -91,3 +91,39 @@ def test_a5_counter_chooses_each_shapes_rate_on_seed_0_and_needs_three_seeds_onl
     assert "depth 4 best at lr 0.001" in decided["ours"] and "depth 16 best at lr 0.003" in decided["ours"]
     # Over every seed of the grid (A5's own rule) the unscreened rates still lack seeds.
     assert claims.a5(claims.groups_at(runs, [], point))["verdict"] == "pending"
+
+
+def test_the_t64_screen_adds_seeds_to_each_shapes_chosen_rate_alone(tmp_path, capsys):
+    """choose_t64_rates.py on the committed runs.yaml: depth 16's best seed-0 rate (3e-3) and depth 4's tie (1e-3 and
+    3e-3 at 0.99: the first of the grid, 1e-3, which already has its seeds) get seeds 1-2; nothing else changes."""
+    import json
+    import shutil
+
+    from hf_icot.studies.sweep import load_sweep
+
+    choose = load_script(REPO / "results/semiautomata/choose_t64_rates.py", "choose_t64_rates")
+    shutil.copy(REPO / "results/semiautomata/runs.yaml", tmp_path / "runs.yaml")
+    scores = {16: {"3e-4": 0.5, "1e-3": 0.7, "3e-3": 0.8}, 4: {"3e-4": 0.9, "1e-3": 0.99, "3e-3": 0.99}}
+    for depth, by_rate in scores.items():
+        for rate, score in by_rate.items():
+            folder = tmp_path / "runs" / f"claim_counter7_t64_left_d{depth}_lr{rate}_s0"
+            folder.mkdir(parents=True)
+            (folder / "eval_results.json").write_text(json.dumps({"test/implicit/answer_em": score}))
+    before = {run.name for run in load_sweep(tmp_path).runs}
+    patterns = choose.main([str(tmp_path)])
+    assert patterns == ["claim_counter7_t64_left_d16_lr3e-3_s[12]", "claim_counter7_t64_left_d4_lr1e-3_s[12]"]
+    added = {run.name for run in load_sweep(tmp_path).runs} - before
+    assert added == {"claim_counter7_t64_left_d16_lr3e-3_s1", "claim_counter7_t64_left_d16_lr3e-3_s2"}
+    assert "3e-4 0.500, 1e-3 0.700, 3e-3 0.800" in (tmp_path / "runs.yaml").read_text()
+    assert "depth 4: the screen" not in capsys.readouterr().err
+
+
+def test_the_t64_screen_chooses_nothing_for_a_shape_short_of_its_three_runs(tmp_path, capsys):
+    choose = load_script(REPO / "results/semiautomata/choose_t64_rates.py", "choose_t64_rates")
+    (tmp_path / "runs.yaml").write_text((REPO / "results/semiautomata/runs.yaml").read_text())
+    folder = tmp_path / "runs/claim_counter7_t64_left_d16_lr3e-4_s0"
+    folder.mkdir(parents=True)
+    (folder / "eval_results.json").write_text('{"test/implicit/answer_em": 0.9}')
+    assert choose.main([str(tmp_path)]) == []
+    assert "depth 16: the screen is not all recorded; no choice" in capsys.readouterr().err
+    assert (tmp_path / "runs.yaml").read_text() == (REPO / "results/semiautomata/runs.yaml").read_text()
