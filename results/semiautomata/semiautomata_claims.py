@@ -367,6 +367,7 @@ def plot(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: d
     axes[1].set(title="A5: one budget, two shapes (left, implicit ID)", xlabel="learning rate", xscale="log",
                 ylabel="implicit ID exact match", ylim=(0, 1.05))  # fmt: skip
     axes[1].set_xticks(list(LEARNING_RATES), [f"{lr:g}" for lr in LEARNING_RATES])
+    axes[1].set_xlim(LEARNING_RATES[0] / 1.6, LEARNING_RATES[-1] * 1.6)  # the grid's own span, runs in or not
     axes[1].minorticks_off()
     moduli = PRIMES + COMPOSITES
     places = list(range(len(moduli)))  # one slot per modulus, so the labels do not crowd
