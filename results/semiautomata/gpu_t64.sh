@@ -21,7 +21,7 @@ pack() {  # every T = 64 record and run log so far, in one file (the device retu
     local logs
     logs=$(find outputs -maxdepth 2 -name '*_t64_*.log' 2>/dev/null)
     # shellcheck disable=SC2086
-    tar czf "$out/records.tmp" -C . $(cd . && ls -d "$study"/runs/*_t64_* 2>/dev/null) $logs 2>/dev/null
+    tar czf "$out/records.tmp" $(ls -d "$study"/runs/*_t64_* 2>/dev/null) $logs 2>/dev/null
     mv -f "$out/records.tmp" "$out/records.tgz"
     cp "$study/runs.yaml" "$out/runs.yaml"
 }
