@@ -5,14 +5,17 @@ Run from the repository root, on a machine nothing else is loading::
     nice -n 10 python bench/bench_quickstart.py          # both whole quickstarts, one after the other
     python bench/bench_quickstart.py --questions 6400    # speed only: both stop after the same 6,400 questions
     python bench/bench_quickstart.py --threads 1         # both on one thread
+    python bench/bench_quickstart.py --previous          # against the settings of 2026-12-02 to 2026-12-04
     python bench/bench_quickstart.py --tiny              # a few steps on a few examples: checks the bench
 
 Each form is ``python recipes/icot_gpt2.py --config CONFIG`` (as fast as the README's ``accelerate launch`` form,
 ``bench/bench_entry_points.py``) in its own output folder, run to the end: data built, trained, evaluated, saved,
 carded. ``new`` is the config as shipped; ``old`` is the same config with the ``--old`` flags, by default the
-settings it shipped with until 2026-12-02: GPT-2's dropout of 0.1, 38,400 training questions per epoch (600 steps per
-CoT token) and 8 epochs, where the shipped config has no dropout, 19,200 questions per epoch (300 steps per token)
-and 6 epochs. ``--questions N`` stops each form after N training questions
+settings it shipped with until 2026-12-02: GPT-2's dropout of 0.1 and init std of 0.02, 38,400 training questions per
+epoch (600 steps per CoT token), two pretraining epochs and 8 epochs, where the shipped config has no dropout, init
+std 0.1, 19,200 questions per epoch (300 steps per token), one pretraining epoch and 6 epochs. ``--previous`` makes
+``old`` the settings shipped from 2026-12-02 to 2026-12-04 (the shipped ones with GPT-2's init std of 0.02 and two
+pretraining epochs): the same steps, so the same time, and the accuracy the change bought. ``--questions N`` stops each form after N training questions
 (``--max_steps`` N / its batch): a speed comparison without the end of the curriculum, whose accuracies mean little.
 ``--both FLAGS`` go to both forms (e.g. ``--both "--max_eval_examples 100"``); ``--threads N`` sets
 ``OMP_NUM_THREADS`` for both. Printed per form: the wall time of the whole process, the training time, steps and
@@ -37,9 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 RECIPE = "recipes/icot_gpt2.py"
 #: The quickstart's settings before 2026-12-02, as flags over the shipped config (mappings update key by key).
 OLD = (
-    """--scratch_model '{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1}'"""
-    """ --task_args '{"train_size": 38400}' --num_train_epochs 8"""
+    """--scratch_model '{"resid_pdrop": 0.1, "embd_pdrop": 0.1, "attn_pdrop": 0.1, "initializer_range": 0.02}'"""
+    """ --task_args '{"train_size": 38400}' --num_train_epochs 8 --pretrain_epochs 2"""
 )
+#: --previous: the settings shipped from 2026-12-02 to 2026-12-04 (GPT-2's init std 0.02, two pretraining epochs).
+PREVIOUS = """--scratch_model '{"initializer_range": 0.02}' --pretrain_epochs 2"""
 #: --tiny: a few steps on a few examples, so that the bench itself is checked in seconds (its figures mean nothing).
 TINY_ARGS = ["--task_args", '{"train_size": 512, "validation_size": 8, "test_size": 8}']
 TINY_ARGS += ["--per_device_eval_batch_size", "8"]
@@ -55,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--config", default="recipes/configs/quickstart.yaml", help="the recipe config (new: as it is)"
     )
     parser.add_argument("--old", default=OLD, help="recipe flags that turn the config into the old settings")
+    parser.add_argument(
+        "--previous", action="store_true", help=f"old = the settings of 2026-12-02 to 2026-12-04: --old {PREVIOUS!r}"
+    )
     parser.add_argument("--both", default="", help="recipe flags for both forms, e.g. '--max_eval_examples 100'")
     parser.add_argument("--questions", type=int, default=None, help="stop each form after this many questions")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of both runs (None: as set)")
@@ -63,6 +71,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--output_root", default=None, help="folder for the run folders and logs, kept (None: a temporary one)"
     )
     args = parser.parse_args(argv)
+    if args.previous:
+        args.old = PREVIOUS
     for name in ("threads", "questions"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} {getattr(args, name)} is not allowed; it must be >= 1.")

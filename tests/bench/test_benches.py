@@ -218,3 +218,18 @@ def test_bench_logits_memory_prints_both_variants_their_ratio_and_equal_losses()
     assert ratio is not None
     losses = dict(re.findall(r"^  (every position|labelled only) +((?:[0-9.]+ ?)+)$", out, re.MULTILINE))
     assert len(losses["every position"].split()) == 2 and losses["every position"] == losses["labelled only"]
+
+
+def test_bench_quickstart_previous_compares_with_the_settings_of_2026_12_02(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(REPO / "bench"))  # bench_quickstart imports its sibling bench_entry_points
+    import bench_quickstart
+
+    forms = bench_quickstart.commands(bench_quickstart.parse_args(["--previous"]), tmp_path)
+    old, new = (
+        forms[form][forms[form].index("--disable_tqdm") + 2 : forms[form].index("--output_dir")] for form in forms
+    )
+    assert old == ["--scratch_model", '{"initializer_range": 0.02}', "--pretrain_epochs", "2"] and new == []
+    default = bench_quickstart.commands(bench_quickstart.parse_args([]), tmp_path)["old"]
+    assert default[default.index("--pretrain_epochs") + 1] == "2" and '"initializer_range": 0.02' in " ".join(default)

@@ -16,21 +16,21 @@ from tests.recipes.conftest import REPO, load_recipe, run_recipe
 QUICKSTART = REPO / "recipes" / "configs" / "quickstart.yaml"
 
 
-def test_quickstart_schedule_full_cot_until_900_then_one_token_every_300_and_none_from_1500() -> None:
+def test_quickstart_schedule_full_cot_until_600_then_one_token_every_300_and_none_from_1200() -> None:
     _, args, _ = load_recipe().parse_args(["--config", str(QUICKSTART)])
     schedule = schedule_from_config(args)
     # 19,200 questions / batch 64 = 300 steps per epoch; the parity CoT is 3 tokens (k = 4 secret bits).
     assert args.per_device_train_batch_size == 64 and args.num_train_epochs == 6
     schedule.bind(steps_per_epoch=300, max_cot_tokens=3)
-    removed = {step: schedule.removed_count(step) for step in (0, 599, 600, 899, 900, 1199, 1200, 1499, 1500, 1799)}
-    assert removed == {0: 0, 599: 0, 600: 0, 899: 0, 900: 1, 1199: 1, 1200: 2, 1499: 2, 1500: math.inf, 1799: math.inf}
-    assert [step for step in range(1800) if schedule.resets_optimizer_at(step)] == [900, 1200, 1500]
+    removed = {step: schedule.removed_count(step) for step in (0, 299, 300, 599, 600, 899, 900, 1199, 1200, 1799)}
+    assert removed == {0: 0, 299: 0, 300: 0, 599: 0, 600: 1, 899: 1, 900: 2, 1199: 2, 1200: math.inf, 1799: math.inf}
+    assert [step for step in range(1800) if schedule.resets_optimizer_at(step)] == [600, 900, 1200]
     stages = [(stage["start_step"], stage["end_step"]) for stage in schedule.describe(1800)]
-    assert stages == [(0, 900), (900, 1200), (1200, 1500), (1500, 1800)]
+    assert stages == [(0, 600), (600, 900), (900, 1200), (1200, 1800)]
     assert schedule.layout.keeps_positions
     # The config's own comment says the same.
     text = QUICKSTART.read_text()
-    assert "step 900" in text and "1,500" in text and "1,800 steps" in text
+    assert "step 600" in text and "1,200" in text and "1,800 steps" in text
 
 
 def test_quickstart_path_runs_through_the_recipe(tmp_path: Path) -> None:
@@ -45,6 +45,7 @@ def test_quickstart_path_runs_through_the_recipe(tmp_path: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert model.config.model_type == "gpt2" and (model.config.n_layer, model.config.n_embd) == (4, 64)
     assert model.config.resid_pdrop == model.config.embd_pdrop == model.config.attn_pdrop == 0.0, "no dropout"
+    assert model.config.initializer_range == 0.1, "the marginals study's init scale, 0.8 / sqrt(64)"
     assert model.get_input_embeddings().weight.shape[0] == len(tokenizer) < 40  # word level: bits, counts, specials
     assert set(metrics) >= {"validation/implicit/answer_em", "test/implicit/answer_em", "test/explicit/cot_em"}
     card = ModelCard.load(output / "README.md")
