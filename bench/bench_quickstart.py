@@ -15,8 +15,9 @@ settings it shipped with until 2026-12-02: GPT-2's dropout of 0.1 and init std o
 epoch (600 steps per CoT token), two pretraining epochs and 8 epochs, where the shipped config has no dropout, init
 std 0.1, 19,200 questions per epoch (300 steps per token), one pretraining epoch and 6 epochs. ``--previous`` makes
 ``old`` the settings shipped from 2026-12-02 to 2026-12-04 (the shipped ones with GPT-2's init std of 0.02 and two
-pretraining epochs): the same steps, so the same time, and the accuracy the change bought. ``--questions N`` stops each form after N training questions
-(``--max_steps`` N / its batch): a speed comparison without the end of the curriculum, whose accuracies mean little.
+pretraining epochs): the same steps, so the same time, and the accuracy the change bought. ``--questions N`` stops
+each form after N training questions (``--max_steps`` N / its batch): a speed comparison without the end of the
+curriculum, whose accuracies mean little.
 ``--both FLAGS`` go to both forms (e.g. ``--both "--max_eval_examples 100"``); ``--threads N`` sets
 ``OMP_NUM_THREADS`` for both. Printed per form: the wall time of the whole process, the training time, steps and
 steps/s the Trainer measured (``training_log.json``), the implicit exact match on test and validation and the

@@ -2,7 +2,9 @@
 # M1's budget32k runs on a borrowed GPU machine through the harness, inside a time budget, packing the records and
 # run logs into OUT/records.tgz every 15 s (a run cut short by the budget leaves its log, with the steps it reached).
 #
-#   bash results/mult_cpu/gpu_budget32k.sh OUT SECONDS [PATTERN...]   # default pattern: 'mult3x3_stepwise250_budget32k_s2'
+#   bash results/mult_cpu/gpu_budget32k.sh OUT SECONDS [PATTERN...]
+#
+# PATTERN: harness --only patterns (default: 'mult3x3_stepwise250_budget32k_s2').
 #
 # The runs take --use_cpu false (runs.yaml), so they train on the GPU there and on the CPU anywhere else. One run at a
 # time: this 0.8 M-parameter model is bound by kernel launches, and runs sharing one GPU slow each other down.
