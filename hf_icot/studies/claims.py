@@ -1,47 +1,90 @@
-"""The claims ledger: one row per published claim of a study, in ``results/<study>/claims.csv``.
+"""The claims ledger: one row per claim at one point of a study, in ``results/<study>/claims.csv``.
 
-Columns (:data:`COLUMNS`): ``id``, ``claim`` (one line), ``rule`` (how the runs decide it, written and committed before
-they run), ``verdict`` (:data:`VERDICTS`; ``pending`` until the runs are in), ``seeds`` (how many seeds stand behind
-the verdict), ``ours`` (our figure), ``theirs`` (the study's figure, where it gives one) and ``why`` (why they differ;
-for ``inconclusive``: what scale or run would decide it).
+Columns (:data:`COLUMNS`): ``id`` (the row's id, unique across every study), ``claim_id`` (the claim the row is a
+point of, one id per claim across studies; empty: the row's own id), ``point`` (:data:`POINTS`: ``decisive`` for the
+one row whose verdict is the claim's, ``other`` for a point reported beside it; empty: ``decisive``), ``kind``
+(:data:`KINDS`: a paper's ``claim``, ``question`` of ours, or reproduction ``goal``; empty: ``claim``), ``claim`` (one
+line; where the verdict is ``agree under our reading``, the reading), ``rule`` (how the runs decide it, written and
+committed before they run), ``verdict`` (:data:`VERDICTS`; ``pending`` until the runs are in), ``flag`` (a knife-edge:
+the figure within one standard error of the rule's cut, see :func:`knife_edge`), ``seeds`` (how many seeds stand
+behind the verdict), ``ours`` (our figure), ``theirs`` (the study's figure, where it gives one), ``why`` (why they
+differ; for ``inconclusive``: what scale or run would decide it) and ``history`` (the verdicts a row held before it was
+re-read, and when: ``agree until re-read on 2026-12-04: ...``; a verdict is never changed silently).
+
+The vocabulary: ``agree``; ``agree in kind`` (the direction is right, the magnitude outside the study's figure);
+``agree under our reading`` (the claim holds under the reading the row's claim states, where the seed leaves it
+open); ``disagree``; ``inconclusive``; ``pending``; ``withdrawn``.
 
 ``withdrawn`` marks a claim dropped before its deciding runs: set by hand, in a commit of its own, with ``why`` saying
 why (a ledger refuses a withdrawn row without one). The analysis never revives it: :func:`update_ledger` leaves a
 withdrawn row as it is and may not withdraw one itself.
 
-A study's analysis script fills the verdict columns from its records with :func:`update_ledger`, which never rewrites a
-claim or its rule: those change only by hand, in a commit of their own, before the runs that decide them.
-:func:`write_claims_index` gathers every study's ledger into ``results/CLAIMS.md``.
+A study's analysis script fills the result columns from its records with :func:`update_ledger`, which never rewrites a
+claim, its rule, its links or its history: those change only by hand, in a commit of their own, before the runs that
+decide them. :func:`write_claims_index` gathers every study's ledger into ``results/CLAIMS.md`` (claims tallied by
+their decisive point, our questions and goals apart) and writes each study README's verdict table;
+:func:`stale_claim_outputs` says which of them no longer match their ledgers.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 LEDGER_FILE = "claims.csv"
 INDEX_FILE = "CLAIMS.md"
-COLUMNS = ("id", "claim", "rule", "verdict", "seeds", "ours", "theirs", "why")
-VERDICTS = ("agree", "disagree", "inconclusive", "pending", "withdrawn")
+README_FILE = "README.md"
+COLUMNS = (
+    "id", "claim_id", "point", "kind", "claim", "rule", "verdict", "flag", "seeds", "ours", "theirs", "why", "history"
+)  # fmt: skip
+VERDICTS = (
+    "agree", "agree in kind", "agree under our reading", "disagree", "inconclusive", "pending", "withdrawn"
+)  # fmt: skip
+#: ``decisive``: the row whose verdict is its claim's; ``other``: a point reported beside it.
+POINTS = ("decisive", "other")
+#: ``claim``: a paper's claim; ``question``: a question of ours; ``goal``: a reproduction goal of ours.
+KINDS = ("claim", "question", "goal")
 #: The verdict only a hand edit may set (with a ``why``); :func:`update_ledger` leaves such a row untouched.
 WITHDRAWN = "withdrawn"
-#: What :func:`update_ledger` may fill in from the records; ``claim`` and ``rule`` stay as committed.
-RESULT_COLUMNS = ("verdict", "seeds", "ours", "theirs", "why")
+#: What :func:`update_ledger` may fill in from the records; the claim, its rule, links and history stay as committed.
+RESULT_COLUMNS = ("verdict", "flag", "seeds", "ours", "theirs", "why")
+#: The markers between which :func:`write_claims_index` writes a study README's verdict table.
+BEGIN_VERDICTS = "<!-- begin verdicts: written by `python -m hf_icot.studies claims` from claims.csv; do not edit -->"
+END_VERDICTS = "<!-- end verdicts -->"
 
 
 class LedgerError(ValueError):
     """A ledger that cannot be read, or an update it refuses."""
 
 
+def _check_row(path: Path, row: dict[str, str]) -> None:
+    claim = row["id"]
+    if row["verdict"] not in VERDICTS:
+        raise LedgerError(
+            f"{path}: claim {claim!r} has the verdict {row['verdict']!r}; allowed: {', '.join(VERDICTS)}."
+        )
+    if row["point"] not in ("", *POINTS):
+        raise LedgerError(f"{path}: claim {claim!r} has the point {row['point']!r}; allowed: {', '.join(POINTS)}.")
+    if row["kind"] not in ("", *KINDS):
+        raise LedgerError(f"{path}: claim {claim!r} has the kind {row['kind']!r}; allowed: {', '.join(KINDS)}.")
+    if row["verdict"] == WITHDRAWN and not row["why"].strip():
+        raise LedgerError(
+            f"{path}: claim {claim!r} is withdrawn with an empty why; say why it was dropped before its runs."
+        )
+
+
 def read_ledger(path: str | os.PathLike) -> list[dict[str, str]]:
     """The rows of a ``claims.csv``, in file order.
 
     Raises:
-        LedgerError: a missing file, columns other than :data:`COLUMNS`, a repeated id or an unknown verdict.
+        LedgerError: a missing file, columns other than :data:`COLUMNS`, a repeated id, or a verdict, point or kind
+            outside :data:`VERDICTS`, :data:`POINTS`, :data:`KINDS`.
     """
     path = Path(path)
     try:
@@ -57,14 +100,7 @@ def read_ledger(path: str | os.PathLike) -> list[dict[str, str]]:
     for row in reader:
         if row["id"] in seen:
             raise LedgerError(f"{path} lists the claim {row['id']!r} twice; give each claim one row.")
-        if row["verdict"] not in VERDICTS:
-            raise LedgerError(
-                f"{path}: claim {row['id']!r} has the verdict {row['verdict']!r}; allowed: {', '.join(VERDICTS)}."
-            )
-        if row["verdict"] == WITHDRAWN and not row["why"].strip():
-            raise LedgerError(
-                f"{path}: claim {row['id']!r} is withdrawn with an empty why; say why it was dropped before its runs."
-            )
+        _check_row(path, row)
         seen.add(row["id"])
         rows.append(dict(row))
     return rows
@@ -87,8 +123,9 @@ def update_ledger(path: str | os.PathLike, results: Mapping[str, Mapping[str, An
     A withdrawn claim's row is left as it is (its entry in ``results`` is ignored).
 
     Raises:
-        LedgerError: a claim id the ledger does not have, a column outside :data:`RESULT_COLUMNS` (``claim`` and
-            ``rule`` are fixed before the runs), an unknown verdict, or ``withdrawn`` (only a hand edit withdraws).
+        LedgerError: a claim id the ledger does not have, a column outside :data:`RESULT_COLUMNS` (``claim``,
+            ``rule``, the links and ``history`` are fixed by hand), an unknown verdict, or ``withdrawn`` (only a hand
+            edit withdraws).
     """
     rows = read_ledger(path)
     by_id = {row["id"]: row for row in rows}
@@ -116,42 +153,224 @@ def update_ledger(path: str | os.PathLike, results: Mapping[str, Mapping[str, An
     return rows
 
 
+def knife_edge(figure: float | None, cut: float, standard_error: float | None, what: str = "the figure") -> str:
+    """The ``flag`` of a verdict decided on a figure within one standard error of its rule's cut, else ``""``.
+
+    ``figure`` and ``standard_error`` of ``None`` or NaN (no figure, or one seed) flag nothing.
+
+    Raises:
+        ValueError: a negative standard error.
+    """
+    if figure is None or standard_error is None or math.isnan(figure) or math.isnan(standard_error):
+        return ""
+    if standard_error < 0:
+        raise ValueError(f"standard_error={standard_error!r} is negative; a standard error is >= 0.")
+    if abs(figure - cut) > standard_error:
+        return ""
+    gap = f"one standard error ({standard_error:.2g})"
+    return f"knife-edge: {what} {figure:.3g} is within {gap} of the rule's cut {cut:g}"
+
+
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def claims_markdown(results_root: str | os.PathLike) -> str:
-    """Every study's ledger under ``results_root`` (``<study>/claims.csv``) as one Markdown table, with a count of
-    verdicts per study."""
+def _claim_of(row: Mapping[str, str]) -> str:
+    return row["claim_id"] or row["id"]
+
+
+def _point_of(row: Mapping[str, str]) -> str:
+    return row["point"] or "decisive"
+
+
+def _kind_of(row: Mapping[str, str]) -> str:
+    return row["kind"] or "claim"
+
+
+def read_ledgers(results_root: str | os.PathLike) -> dict[str, list[dict[str, str]]]:
+    """Every study's ledger under ``results_root`` (``<study>/claims.csv``), study name -> rows, checked together.
+
+    Raises:
+        LedgerError: a ledger :func:`read_ledger` refuses, a row id in two studies, a claim with no decisive row or
+            with two, or a claim whose rows disagree on its kind.
+    """
     root = Path(results_root)
-    ledgers = sorted(path for path in root.glob(f"*/{LEDGER_FILE}"))
+    ledgers = {path.parent.name: read_ledger(path) for path in sorted(root.glob(f"*/{LEDGER_FILE}"))}
+    where: dict[str, str] = {}
+    decisive: dict[str, list[str]] = {}
+    kinds: dict[str, set[str]] = {}
+    for study, rows in ledgers.items():
+        for row in rows:
+            if row["id"] in where:
+                raise LedgerError(
+                    f"the id {row['id']!r} is in the ledgers of both {where[row['id']]} and {study}; "
+                    "give every row an id of its own across studies (e.g. A8-parity)."
+                )
+            where[row["id"]] = study
+            claim = _claim_of(row)
+            decisive.setdefault(claim, [])
+            kinds.setdefault(claim, set()).add(_kind_of(row))
+            if _point_of(row) == "decisive":
+                decisive[claim].append(f"{study}/{row['id']}")
+    for claim, rows in decisive.items():
+        if len(rows) != 1:
+            raise LedgerError(
+                f"the claim {claim!r} has {len(rows)} decisive rows ({', '.join(rows) or 'none'}); "
+                "mark exactly one row of each claim point=decisive, the others point=other."
+            )
+        if len(kinds[claim]) != 1:
+            raise LedgerError(f"the rows of the claim {claim!r} give it the kinds {sorted(kinds[claim])}; give one.")
+    return ledgers
+
+
+def _tally(claims: list[dict[str, str]]) -> str:
+    counts = {verdict: sum(row["verdict"] == verdict for row in claims) for verdict in VERDICTS}
+    return ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count) or "none"
+
+
+def _claims_table(claims: list[dict[str, str]], points: dict[str, list[tuple[str, dict[str, str]]]]) -> list[str]:
+    lines = ["| claim | kind | study | verdict (its decisive point's) | decisive row | other points | flag |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for row in claims:
+        claim = _claim_of(row)
+        others = "; ".join(f"{study}/{other['id']}: {other['verdict']}" for study, other in points[claim]) or "—"
+        cells = [claim, _kind_of(row), row["study"], row["verdict"], row["id"], others, row["flag"]]
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return lines
+
+
+def claims_markdown(results_root: str | os.PathLike) -> str:
+    """Every study's ledger under ``results_root`` (``<study>/claims.csv``) as Markdown: the papers' claims tallied
+    one verdict per claim (its decisive row's, the other points listed), our own questions and goals tallied apart,
+    then every row.
+
+    Raises:
+        LedgerError: as :func:`read_ledgers`.
+    """
+    ledgers = read_ledgers(results_root)
+    decisive: list[dict[str, str]] = []
+    points: dict[str, list[tuple[str, dict[str, str]]]] = {}
+    for study, rows in ledgers.items():
+        for row in rows:
+            points.setdefault(_claim_of(row), [])
+            if _point_of(row) == "decisive":
+                decisive.append({**row, "study": study})
+            else:
+                points[_claim_of(row)].append((study, row))
+    papers = [row for row in decisive if _kind_of(row) == "claim"]
+    ours = [row for row in decisive if _kind_of(row) != "claim"]
     lines = [
         "# Claims ledger",
         "",
         "Every study's claims, the rule that decides each (fixed before its runs), our verdict and the figures behind",
         f"it. Written by `python -m hf_icot.studies claims` from each `results/<study>/{LEDGER_FILE}`; do not edit.",
+        "A claim's verdict is its decisive row's; its rows at other points are listed beside it. Verdicts: "
+        + ", ".join(f"`{verdict}`" for verdict in VERDICTS)
+        + " (see `hf_icot/studies/claims.py`); a knife-edge (the figure within one standard error of the rule's cut)"
+        " is flagged.",
         "",
-        "| study | verdicts |",
+        f"## The papers' claims: {len(papers)} claims, {_tally(papers)}",
+        "",
+        *_claims_table(papers, points),
+        "",
+        f"## Our own questions and reproduction goals: {len(ours)}, {_tally(ours)}",
+        "",
+        "Not the papers' claims: the regimes we chose (R, R2), our goals on this CPU (M1, M2, L*, P*) and our own",
+        "questions.",
+        "",
+        *_claims_table(ours, points),
+        "",
+        "## Every row, by study",
+        "",
+        "| study | rows |",
         "|---|---|",
     ]
-    tables = []
-    for path in ledgers:
-        rows = read_ledger(path)
-        counts = {verdict: sum(row["verdict"] == verdict for row in rows) for verdict in VERDICTS}
-        summary = ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count)
-        study = path.parent.name
-        lines.append(f"| [{study}]({study}/README.md) | {summary} |")
-        tables.append((study, rows))
+    for study, rows in ledgers.items():
+        lines.append(f"| [{study}]({study}/README.md) | {len(rows)} rows: {_tally(rows)} |")
     lines += ["", "| study | " + " | ".join(COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
-    for study, rows in tables:
+    for study, rows in ledgers.items():
         for row in rows:
             cells = [study, *(row[column] for column in COLUMNS)]
             lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def verdict_table(rows: Sequence[Mapping[str, str]]) -> str:
+    """A study README's verdict table, one line per ledger row: its id, claim and point, verdict, flag, seeds and
+    history (the figures and rules stay in ``claims.csv``)."""
+    lines = [
+        BEGIN_VERDICTS,
+        "",
+        "| id | claim id | point | claim | verdict | flag | seeds | history |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        cells = [row["id"], _claim_of(row), _point_of(row), row["claim"], f"**{row['verdict']}**", row["flag"],
+                 row["seeds"], row["history"]]  # fmt: skip
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return "\n".join([*lines, "", END_VERDICTS])
+
+
+_VERDICT_BLOCK = re.compile(re.escape(BEGIN_VERDICTS) + r".*?" + re.escape(END_VERDICTS), re.DOTALL)
+
+
+def readme_with_verdicts(readme: str, rows: Sequence[Mapping[str, str]], where: str = "the README") -> str:
+    """``readme`` with its verdict block (between :data:`BEGIN_VERDICTS` and :data:`END_VERDICTS`) rewritten from
+    ``rows``.
+
+    Raises:
+        LedgerError: a README without exactly one verdict block.
+    """
+    blocks = len(_VERDICT_BLOCK.findall(readme))
+    if blocks != 1:
+        raise LedgerError(
+            f"{where} has {blocks} verdict blocks; put one pair of lines {BEGIN_VERDICTS!r} ... {END_VERDICTS!r} "
+            "where its verdict table goes."
+        )
+    return _VERDICT_BLOCK.sub(lambda _: verdict_table(rows), readme)
+
+
+def write_readme_verdicts(readme: str | os.PathLike, ledger: str | os.PathLike) -> Path:
+    """Rewrite the verdict block of the README at ``readme`` from the ledger at ``ledger``; returns its path."""
+    path = Path(readme)
+    path.write_text(readme_with_verdicts(path.read_text(encoding="utf-8"), read_ledger(ledger), str(path)), "utf-8")
+    return path
+
+
+def stale_claim_outputs(results_root: str | os.PathLike) -> list[str]:
+    """What no longer matches the ledgers under ``results_root``: ``CLAIMS.md`` and each study README's verdict
+    block, as a list of one-line reasons (empty when every one is current).
+
+    Raises:
+        LedgerError: as :func:`read_ledgers`, or a study README without one verdict block.
+    """
+    root = Path(results_root)
+    stale = []
+    index = root / INDEX_FILE
+    if not index.exists() or index.read_text(encoding="utf-8") != claims_markdown(root):
+        stale.append(f"{index} differs from its ledgers; run python -m hf_icot.studies claims")
+    for study, rows in read_ledgers(root).items():
+        readme = root / study / README_FILE
+        if not readme.exists():
+            stale.append(f"{readme} does not exist; a study with a ledger has a README with its verdict table")
+            continue
+        text = readme.read_text(encoding="utf-8")
+        if readme_with_verdicts(text, rows, str(readme)) != text:
+            stale.append(
+                f"{readme}'s verdict table differs from {study}/{LEDGER_FILE}; run python -m hf_icot.studies claims"
+            )
+    return stale
+
+
 def write_claims_index(results_root: str | os.PathLike, out: str | os.PathLike | None = None) -> Path:
-    """Write :func:`claims_markdown` to ``out`` (default ``results_root/CLAIMS.md``); returns its path."""
-    target = Path(out) if out is not None else Path(results_root) / INDEX_FILE
-    target.write_text(claims_markdown(results_root), encoding="utf-8")
+    """Write :func:`claims_markdown` to ``out`` (default ``results_root/CLAIMS.md``) and every study README's verdict
+    block (a README with none is left alone); returns the index's path."""
+    root = Path(results_root)
+    target = Path(out) if out is not None else root / INDEX_FILE
+    text = claims_markdown(root)
+    for study in read_ledgers(root):
+        readme = root / study / README_FILE
+        if readme.exists() and BEGIN_VERDICTS in readme.read_text(encoding="utf-8"):
+            write_readme_verdicts(readme, root / study / LEDGER_FILE)
+    target.write_text(text, encoding="utf-8")
     return target

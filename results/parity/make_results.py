@@ -355,7 +355,8 @@ def verdict_a10(groups: Groups) -> dict[str, Any] | None:
 
 VERDICTS = {
     "B1": verdict_b1, "B2": verdict_b2, "B3": verdict_b3, "B4": verdict_b4,
-    "B5": lambda groups: verdict_b5(groups, succeeded), "A8": verdict_a8, "A9": verdict_a9, "A10": verdict_a10,
+    "B5": lambda groups: verdict_b5(groups, succeeded), "A8-parity": verdict_a8, "A9": verdict_a9,
+    "A10": verdict_a10,
 }  # fmt: skip
 # CoT-then-removal groups and their end-to-end baselines at the same budget (A10)
 PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot"),
@@ -366,7 +367,7 @@ PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_n
 # the groups each claim's rule reads, with the seeds it asks for (A9 checks its own counts)
 DECIDING = {
     "B1": ["a_paper_log_icot"], "B2": ["a_paper_log_icot"], "B4": ["a_paper_log_icot"],
-    "B3": ["a_paper_log_icot", "a_paper_stepwise"], "A8": ["b_paper_stepwise"],
+    "B3": ["a_paper_log_icot", "a_paper_stepwise"], "A8-parity": ["b_paper_stepwise"],
     "A10": [group for pair in PAIRS for group in pair], "B5": BUDGET_GROUPS,
 }  # fmt: skip
 RULE_SEEDS = 10

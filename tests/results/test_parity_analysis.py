@@ -106,7 +106,8 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     assert ledger["A9"]["verdict"] == "agree" and ledger["A9"]["ours"].startswith("n = 30, k = 8")
     assert ledger["A10"]["verdict"] == "agree" and "gpt2_stepwise: 2/3 vs end to end 0/3" in ledger["A10"]["ours"]
     assert "GPT-2 (Adam): gpt2_log_icot 0/3, gpt2_stepwise 2/3" in ledger["B3"]["ours"]
-    assert ledger["A8"]["verdict"] == "disagree" and ledger["A8"]["ours"].startswith("0/10 seeds internalize")
+    a8 = ledger["A8-parity"]
+    assert a8["verdict"] == "disagree" and a8["ours"].startswith("0/10 seeds internalize")
     seeds = (out / "seeds.md").read_text()
     assert "| a_paper_log_icot | 10 | 8/10 |" in seeds
     children = (out / "children.md").read_text()

@@ -87,8 +87,8 @@ def test_the_ledger_keeps_claims_and_rules_and_fills_the_results(tmp_path: Path)
     rows = update_ledger(path, {"C1": {"verdict": "agree", "seeds": 3, "ours": "1.02 log K", "theirs": "log K"}})
     assert [row["verdict"] for row in rows] == ["agree", "pending"]
     again = read_ledger(path)
-    assert again[0] == {**LEDGER[0], "verdict": "agree", "seeds": "3", "ours": "1.02 log K", "theirs": "log K",
-                        "why": ""}  # fmt: skip
+    assert again[0] == {**dict.fromkeys(COLUMNS, ""), **LEDGER[0], "verdict": "agree", "seeds": "3",
+                        "ours": "1.02 log K", "theirs": "log K"}  # fmt: skip
     assert list(again[0]) == list(COLUMNS)
     with pytest.raises(LedgerError, match=r"^the analysis may not set rule of claim 'C2'"):
         update_ledger(path, {"C2": {"rule": "a looser one"}})
@@ -104,7 +104,7 @@ def test_a_withdrawn_claim_needs_a_why_and_the_analysis_leaves_it_alone(tmp_path
     dropped = {**LEDGER[1], "verdict": "withdrawn", "why": "its runs would compare two floors"}
     write_ledger(path, [LEDGER[0], dropped])
     rows = update_ledger(path, {"C1": {"verdict": "agree", "seeds": 3}, "C2": {"verdict": "pending", "ours": "none"}})
-    assert rows[0]["verdict"] == "agree" and rows[1] == {**dropped, "seeds": "", "ours": "", "theirs": ""}
+    assert rows[0]["verdict"] == "agree" and rows[1] == {**dict.fromkeys(COLUMNS, ""), **dropped}
     assert read_ledger(path)[1]["verdict"] == "withdrawn"
     with pytest.raises(LedgerError, match=r"^the analysis may not withdraw claim 'C1'; withdraw it by hand"):
         update_ledger(path, {"C1": {"verdict": "withdrawn", "why": "it failed"}})
@@ -117,15 +117,18 @@ def test_a_withdrawn_claim_needs_a_why_and_the_analysis_leaves_it_alone(tmp_path
 def test_the_claims_index_gathers_every_study(tmp_path: Path) -> None:
     for study, verdict in (("alpha", "agree"), ("beta", "inconclusive")):
         (tmp_path / study).mkdir()
-        write_ledger(tmp_path / study / "claims.csv", [{**LEDGER[0], "verdict": verdict, "seeds": 1}])
+        row = {**LEDGER[0], "id": f"C1-{study}", "verdict": verdict, "seeds": 1}
+        write_ledger(tmp_path / study / "claims.csv", [row])
     text = claims_markdown(tmp_path)
-    assert "| [alpha](alpha/README.md) | 1 agree |" in text and "| [beta](beta/README.md) | 1 inconclusive |" in text
-    assert "| alpha | C1 | plateau at log K | candidate loss within 10% of log K | agree | 1 |" in text
+    assert "## The papers' claims: 2 claims, 1 agree, 1 inconclusive" in text
+    assert "| [alpha](alpha/README.md) | 1 rows: 1 agree |" in text
+    row = "| alpha | C1-alpha |  |  |  | plateau at log K | candidate loss within 10% of log K | agree |  | 1 |"
+    assert row in text
     path = write_claims_index(tmp_path)
     assert path == tmp_path / "CLAIMS.md" and path.read_text() == text
     (tmp_path / "gamma").mkdir()
     (tmp_path / "gamma" / "claims.csv").write_text("id,claim\nX,y\n")
-    with pytest.raises(LedgerError, match=r"has the columns \['id', 'claim'\]; a ledger has exactly id, claim"):
+    with pytest.raises(LedgerError, match=r"has the columns \['id', 'claim'\]; a ledger has exactly id, claim_id"):
         claims_markdown(tmp_path)
 
 
