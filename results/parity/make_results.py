@@ -25,14 +25,14 @@ from parity_budget import budget_rows, plot_budget, verdict_b5
 from parity_plots import plot_attention, plot_losses
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
-from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import (
     fmt,
     read_json,
     record_folders,
     write_table,
 )
-from hf_icot.studies.statistics import summarize
+from hf_icot.studies.statistics import difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
@@ -246,21 +246,27 @@ def mean_of(groups: Groups, name: str) -> float:
     return summarize(values).mean if values else float("nan")
 
 
-def verdict_b1(groups: Groups) -> dict[str, Any] | None:
-    won, n = rate(groups, "a_paper_log_icot")
+def verdict_b1(groups: Groups, group: str = "a_paper_log_icot") -> dict[str, Any] | None:
+    won, n = rate(groups, group)
     if not n:
         return None
-    values = summarize([implicit(run) for run in groups["a_paper_log_icot"]]).text()
+    values = summarize([implicit(run) for run in groups[group]]).text()
     return {"verdict": by_share(won, n), "seeds": n, "ours": f"{won}/{n} seeds >= {SUCCESS}; test implicit {values}"}
 
 
-def verdict_b2(groups: Groups) -> dict[str, Any] | None:
-    share = node_share(groups.get("a_paper_log_icot", []))
+def verdict_b2(groups: Groups, group: str = "a_paper_log_icot") -> dict[str, Any] | None:
+    share = node_share(groups.get(group, []))
     if share is None:
         return None
     verdict = "agree" if share >= 0.95 else "disagree" if share < 0.80 else "inconclusive"
-    seeds = len(groups["a_paper_log_icot"])
-    return {"verdict": verdict, "seeds": seeds, "ours": f"{fmt(share)} of the nodes of {seeds} seeds (children.md)"}
+    seeds = len(groups[group])
+    # the standard error of the share over the seeds (each seed's share of its nodes), against the cut that decided
+    shares = [node_share([run]) for run in groups[group]]
+    shares = [value for value in shares if value is not None]
+    error = summarize(shares).std / len(shares) ** 0.5 if len(shares) > 1 else None
+    cut = 0.95 if abs(share - 0.95) < abs(share - 0.80) else 0.80
+    return {"verdict": verdict, "seeds": seeds, "ours": f"{fmt(share)} of the nodes of {seeds} seeds (children.md)",
+            "flag": knife_edge(share, cut, error, "the share of nodes")}  # fmt: skip
 
 
 def verdict_b3(groups: Groups) -> dict[str, Any] | None:
@@ -271,7 +277,7 @@ def verdict_b3(groups: Groups) -> dict[str, Any] | None:
     if max(log_rate, step_rate) < 0.3:
         verdict = "inconclusive"
     elif log_rate - step_rate >= 0.3:
-        verdict = "agree"
+        verdict = "agree under our reading"  # equal samples, unequal batch per step: the reading in its claim
     else:
         verdict = "disagree" if step_rate >= log_rate else "inconclusive"
     gpt2 = [f"{name} {w}/{t}" for name in ("gpt2_log_icot", "gpt2_stepwise") for w, t in [rate(groups, name)] if t]
@@ -300,7 +306,11 @@ def verdict_a8(groups: Groups) -> dict[str, Any] | None:
         f"{won}/{len(model_b)} seeds internalize; end to end {e2e}/{e2e_n}; "
         f"removed steps reading 0 instead: {zero}/{zero_n}"
     )
-    return {"verdict": by_share(won, len(model_b)), "seeds": len(model_b), "ours": ours}
+    verdict = by_share(won, len(model_b))
+    # the seed does not say what a removed position holds: an agreement is our reading's (a removed position reads
+    # what the model computed there), stated in the claim
+    verdict = "agree under our reading" if verdict == "agree" else verdict
+    return {"verdict": verdict, "seeds": len(model_b), "ours": ours}
 
 
 def verdict_a9(groups: Groups) -> dict[str, Any] | None:
@@ -319,6 +329,10 @@ def verdict_a9(groups: Groups) -> dict[str, Any] | None:
     if len(mixture) < 5 or not curriculum:
         return None
     mixture_mean = mean_of(groups, f"c_mixture_{point}")
+    values = {name: [implicit(run) for run in groups[f"c_{name}_{point}"] if implicit(run) is not None]
+              for name in ("mixture", "e2e")}  # fmt: skip
+    gap = difference(values["mixture"], values["e2e"])
+    flag = knife_edge(gap.mean, 0.10, gap.std if gap.low is not None else None, "mixture - end to end")
     if mixture_mean - mean_of(groups, f"c_e2e_{point}") <= 0.10:
         verdict = "disagree"
     elif successes(mixture) >= 0.8 * len(mixture) and mean_of(groups, f"c_curriculum_{point}") <= mixture_mean + 0.01:
@@ -330,18 +344,22 @@ def verdict_a9(groups: Groups) -> dict[str, Any] | None:
         for kind in ("e2e", "curriculum", "mixture")
         if (kind, n, k) in table
     ]
-    return {"verdict": verdict, "seeds": len(mixture), "ours": f"n = {n}, k = {k}: " + "; ".join(shown)}
+    return {"verdict": verdict, "seeds": len(mixture), "ours": f"n = {n}, k = {k}: " + "; ".join(shown), "flag": flag}
 
 
 def verdict_a10(groups: Groups) -> dict[str, Any] | None:
-    """End to end against CoT then removal, for every model with both groups run."""
+    """End to end against CoT then removal, for every model with both groups run (model A at B = n^4 once both its
+    groups have every seed); model B alone reaching 80% agrees under our reading (A8-parity's)."""
     pairs = [(cot, e2e) for cot, e2e in PAIRS if groups.get(cot) and groups.get(e2e)]
+    complete = [(cot, e2e) for cot, e2e in PAIRS_N4 if min(len(groups.get(cot, [])), len(groups.get(e2e, []))) >= 10]
+    pairs += complete
     if not pairs:
         return None
-    cot_rates = [successes(groups[cot]) / len(groups[cot]) for cot, _ in pairs]
+    cot_rates = {cot: successes(groups[cot]) / len(groups[cot]) for cot, _ in pairs}
     e2e_wins = [successes(groups[e2e]) for _, e2e in pairs]
-    if max(cot_rates) >= 0.8 and all(wins <= 1 for wins in e2e_wins):
-        verdict = "agree"
+    internalized = [cot for cot, value in cot_rates.items() if value >= 0.8]
+    if internalized and all(wins <= 1 for wins in e2e_wins):
+        verdict = "agree under our reading" if internalized == [MODEL_B] else "agree"
     elif max(e2e_wins) >= max(successes(groups[cot]) for cot, _ in pairs):
         verdict = "disagree"
     else:
@@ -350,11 +368,14 @@ def verdict_a10(groups: Groups) -> dict[str, Any] | None:
         f"{cot}: {successes(groups[cot])}/{len(groups[cot])} vs end to end {successes(groups[e2e])}/{len(groups[e2e])}"
         for cot, e2e in pairs
     )
+    if not any(pair in pairs for pair in PAIRS_N4):
+        ours += "; model A at n^4 end to end not yet run (a_budget_no_cot_b810000)"
     return {"verdict": verdict, "seeds": ", ".join(str(len(groups[cot])) for cot, _ in pairs), "ours": ours}
 
 
 VERDICTS = {
     "B1": verdict_b1, "B2": verdict_b2, "B3": verdict_b3, "B4": verdict_b4,
+    "B1-n4": lambda groups: verdict_b1(groups, FRESH_N4), "B2-n4": lambda groups: verdict_b2(groups, FRESH_N4),
     "B5": lambda groups: verdict_b5(groups, succeeded), "A8-parity": verdict_a8, "A9": verdict_a9,
     "A10": verdict_a10,
 }  # fmt: skip
@@ -362,11 +383,17 @@ VERDICTS = {
 PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot"),
          ("c_curriculum_n30_k8", "c_e2e_n30_k8"), ("c_mixture_n30_k8", "c_e2e_n30_k8"),
          ("gpt2_log_icot", "gpt2_no_cot"), ("gpt2_stepwise", "gpt2_no_cot")]  # fmt: skip
+#: model A at B = n^4 (issue 40): counted by A10 once both groups have every seed, never holding it pending
+PAIRS_N4 = [("a_budget_log_icot_b810000", "a_budget_no_cot_b810000")]
+MODEL_B = "b_paper_stepwise"
+#: B1-n4 and B2-n4: Log-ICoT at B = n^4 on fresh seeds 10-19
+FRESH_N4 = "a_fresh_log_icot_b810000"
 
 
 # the groups each claim's rule reads, with the seeds it asks for (A9 checks its own counts)
 DECIDING = {
     "B1": ["a_paper_log_icot"], "B2": ["a_paper_log_icot"], "B4": ["a_paper_log_icot"],
+    "B1-n4": [FRESH_N4], "B2-n4": [FRESH_N4],
     "B3": ["a_paper_log_icot", "a_paper_stepwise"], "A8-parity": ["b_paper_stepwise"],
     "A10": [group for pair in PAIRS for group in pair], "B5": BUDGET_GROUPS,
 }  # fmt: skip

@@ -100,7 +100,7 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
     # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
     assert ledger["B2"]["verdict"] == "agree" and "0.960" in ledger["B2"]["ours"]
-    assert ledger["B3"]["verdict"] == "agree" and "token by token 1/10" in ledger["B3"]["ours"]
+    assert ledger["B3"]["verdict"] == "agree under our reading" and "token by token 1/10" in ledger["B3"]["ours"]
     # every seed's log spikes (2.0 > 0.01 ... ) but the stage-1 validation loss 0.3 < 0.5: drop holds everywhere
     assert ledger["B4"]["verdict"] == "agree"
     assert ledger["A9"]["verdict"] == "agree" and ledger["A9"]["ours"].startswith("n = 30, k = 8")
@@ -210,3 +210,30 @@ def test_b5_reads_token_by_token_at_the_smallest_budget_where_log_icot_succeeds(
     _analysis().main(["--runs", str(runs), "--out", str(out)])
     b5 = _ledger(out)["B5"]
     assert b5["verdict"] == "inconclusive" and "Log-ICoT not within the grid" in b5["ours"]
+
+
+def test_model_b_alone_agrees_under_our_reading_until_model_a_at_n4_has_its_end_to_end_runs(tmp_path):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    out.mkdir()
+    shutil.copy(REPO / "results/parity/claims.csv", out / "claims.csv")
+    for seed in range(10):  # model B internalizes in every seed, model A at n^3 in none; end to end never
+        _write(runs, "b_paper_stepwise", seed, _transformer(1.0))
+        for name in ("b_paper_no_cot", "a_paper_log_icot", "a_paper_no_cot"):
+            _write(runs, name, seed, _transformer(0.5), _attention([8, 4, 0, 0]) if "log_icot" in name else None)
+    for name, seeds in (("c_curriculum_n30_k8", 5), ("c_mixture_n30_k8", 5), ("c_e2e_n30_k8", 3), ("gpt2_log_icot", 3),
+                        ("gpt2_stepwise", 3), ("gpt2_no_cot", 3)):  # fmt: skip
+        for seed in range(seeds):
+            _write(runs, name, seed, _mlp(0.5) if name.startswith("c_") else _transformer(0.0))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    ledger = _ledger(out)
+    assert ledger["A8-parity"]["verdict"] == "agree under our reading", "the seed is silent on removed positions"
+    assert ledger["A10"]["verdict"] == "agree under our reading" and "a_budget_no_cot_b810000" in ledger["A10"]["ours"]
+    assert ledger["A10"]["history"].startswith("agree until re-read on 2026-12-04"), "the old word stays in the row"
+    for seed in range(10):  # model A at n^4: Log-ICoT 10/10 and end to end 0/10 let A10 agree without model B
+        _write(runs, "a_budget_log_icot_b810000", seed, _transformer(1.0))
+        _write(runs, "a_budget_no_cot_b810000", seed, _transformer(0.5))
+    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    ledger = _ledger(out)
+    assert ledger["A10"]["verdict"] == "agree" and "a_budget_no_cot_b810000: " not in ledger["A10"]["ours"]
+    assert "a_budget_log_icot_b810000: 10/10 vs end to end 0/10" in ledger["A10"]["ours"]
+    assert ledger["B1-n4"]["verdict"] == "pending", "B1-n4 reads fresh seeds 10-19 only"
