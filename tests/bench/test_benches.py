@@ -98,9 +98,10 @@ def test_bench_build_prints_a_row_per_task() -> None:
 def test_bench_collator_prints_both_ways_of_preparing_and_rendering_and_that_they_agree() -> None:
     out = run_bench("bench_collator.py", *TINY["bench_collator.py"])
     timed = re.findall(rf"({NUMBER})s +({NUMBER})s +({NUMBER})x +(True|False)", out)
-    assert len(timed) == 3 and all(same == "True" for *_, same in timed), out
+    assert len(timed) == 5 and all(same == "True" for *_, same in timed), out
     assert all(number(ratio) > 0 for _, _, ratio, _ in timed)
     assert "Log-ICoT stage 2 (levels, pad)" in out and "token by token, 5 removed (left, pad)" in out
+    assert "GPT-2 BPE, reference format" in out and "GPT-2 BPE, hf_icot format" in out
 
 
 def test_bench_inference_prints_both_modes_and_their_ratio() -> None:
