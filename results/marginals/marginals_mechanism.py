@@ -334,8 +334,8 @@ def c8_claim(table: list[dict]) -> dict:
 
 #: the study's escape direction is 500-1,000x flatter than the dominant curvature
 STUDY_FLATNESS = (500, 1000)
-#: C6's committed rule (first round): top eigenvalue / |escape curvature| >= this on the plateau
-FLATNESS_BOUND = 100
+#: C6's rule (re-registered 2026-12-04, issue 40): within this factor of the study's band agrees
+FLATNESS_FACTOR = 3
 #: a Hessian point is on the plateau while the candidate loss (interpolated there) is still >= this share of log K
 PLATEAU_LEVEL = 0.9
 
@@ -360,13 +360,36 @@ def hessian_table(rows: list[dict], runs: dict[str, dict]) -> list[dict]:
     return table
 
 
+def c6_verdict(plateau: list[dict]) -> tuple[str, str]:
+    """C6's rule on the plateau points: per seed the geometric mean of top / |escape curvature|, over seeds the 95%
+    t-interval of its log10, against the study's band widened by :data:`FLATNESS_FACTOR`; returns the verdict and
+    the line of figures behind it."""
+    per_seed = {}
+    for row in plateau:
+        per_seed.setdefault(row["seed"], []).append(math.log10(row["top_over_escape"]))
+    logs = [sum(values) / len(values) for values in per_seed.values()]
+    summary = summarize(logs)
+    low, high = math.log10(STUDY_FLATNESS[0] / FLATNESS_FACTOR), math.log10(STUDY_FLATNESS[1] * FLATNESS_FACTOR)
+    means = ", ".join(f"s{seed} {10**value:,.0f}x" for seed, value in zip(per_seed, logs))
+    line = f"geometric mean per seed {means}; over seeds {10**summary.mean:,.0f}x"
+    if summary.low is None:
+        return "inconclusive", line + " (one seed: no interval)"
+    line += f" [{10**summary.low:,.0f}, {10**summary.high:,.0f}] (n={summary.n})"
+    if low <= summary.low and summary.high <= high:
+        return "agree", line
+    if summary.high <= 0:
+        return "disagree", line
+    if summary.low > 0 and (summary.low > high or summary.high < low):
+        return "agree in kind", line
+    return "inconclusive", line
+
+
 def c6_claim(table: list[dict]) -> dict:
-    """C6 by the committed first-round rule, over every run with a Hessian, and the bottom eigenvalue's sign."""
+    """C6 by its rule (:func:`c6_verdict`), over every run with a Hessian, and the bottom eigenvalue's sign."""
     plateau = [r for r in table if r["on_plateau"]]
     if not plateau:
         return {"verdict": "pending"}
-    holds = [r["top_over_escape"] >= FLATNESS_BOUND for r in plateau]
-    verdict = "agree" if all(holds) else "disagree" if sum(not h for h in holds) > len(holds) / 2 else "inconclusive"
+    verdict, over_seeds = c6_verdict(plateau)
     seeds = sorted({r["seed"] for r in plateau})
     parts = []
     for seed in seeds:
@@ -384,8 +407,13 @@ def c6_claim(table: list[dict]) -> dict:
     low = min(r["top_over_escape"] for r in plateau)
     steep = [r["top"] / abs(r["bottom"]) for r in plateau if r["bottom"] < 0]
     ours += f"; top / |bottom eigenvalue| {min(steep):.1f}-{max(steep):.1f}" if steep else ""
+    ours += f"; {over_seeds}"
+    band = (STUDY_FLATNESS[0] / FLATNESS_FACTOR, STUDY_FLATNESS[1] * FLATNESS_FACTOR)
+    how = "by more than" if verdict == "agree in kind" else "against"
     why = (
-        f"flatter than the study's {STUDY_FLATNESS[0]}-{STUDY_FLATNESS[1]}x (ours >= {low:,.0f}x), though the "
+        f"flatter than the study's {STUDY_FLATNESS[0]}-{STUDY_FLATNESS[1]}x, {how} the rule's factor "
+        f"{FLATNESS_FACTOR} (every plateau point >= {low:,.0f}x; the band's factor {FLATNESS_FACTOR} is "
+        f"{band[0]:,.0f}-{band[1]:,.0f}x), though the "
         "saddle's steepest descent direction is only a few times flatter than its top: the escape direction here is "
         "the displacement to the run's last checkpoint, and its curvature v'Hv/|v|^2 averages the eigenvalues over "
         "v's components, positive and negative ones cancelling; the study's code has no Hessian measurement, so its "

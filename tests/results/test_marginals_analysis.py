@@ -225,3 +225,21 @@ def test_a_crossing_is_interpolated_between_the_measurements_around_it() -> None
     assert crossing([0, 10, 20, 30], [1.0, 1.0, 0.0, 0.0], 0.5) == (15.0, 10.0)
     assert crossing([0, 10, 20], [1.0, 0.1, 0.001], 0.01, log=True) == pytest.approx((15.0, 10.0))
     assert crossing([0, 10], [1.0, 0.9], 0.5) is None and crossing([0, 10], [0.1, 0.0], 0.5) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("ratios", "verdict"),
+    [
+        ({0: [800, 1200], 1: [700], 2: [900]}, "agree"),  # within a factor 3 of the study's 500-1,000x
+        ({0: [3386, 10973], 1: [3435, 15285], 2: [3766, 11392]}, "agree in kind"),  # flatter, beyond the factor 3
+        ({0: [0.5], 1: [0.4], 2: [0.6]}, "disagree"),  # no flatter than the dominant curvature
+        ({0: [1000], 1: [5000], 2: [2500]}, "inconclusive"),  # the interval crosses 3,000x
+    ],
+)
+def test_c6_reads_the_interval_over_seeds_against_the_studys_band(ratios: dict, verdict: str) -> None:
+    _analysis()  # puts the study's modules on the path
+    from marginals_mechanism import c6_verdict
+
+    plateau = [{"seed": seed, "top_over_escape": ratio} for seed, values in ratios.items() for ratio in values]
+    found, line = c6_verdict(plateau)
+    assert found == verdict and line.startswith("geometric mean per seed s0 ")
