@@ -6,7 +6,7 @@
 The model has random weights, so it cannot be trusted to close its answer where a trained one would; every row
 therefore generates exactly the longest gold continuation of its mode (``stop_after_answer=False``): the CoT, the
 separators and the answer in explicit mode, ``#### answer <eos>`` in implicit mode. That is the work a trained model
-does, through the same batched, left-padded, KV-cached loop that :func:`hf_icot.evaluation.exact_match.evaluate_generation` uses.
+does, through the same batched, left-padded, KV-cached loop that :func:`hf_icot.evaluation.generation_accuracy.evaluate_generation` uses.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ _LAZY = {
     "ICoTTrainer": "hf_icot.training.trainer",
     "ICoTConfig": "hf_icot.training.config",
     "ICoTCollator": "hf_icot.data.collator",
-    "evaluate_generation": "hf_icot.evaluation.exact_match",
+    "evaluate_generation": "hf_icot.evaluation.generation_accuracy",
     "load_icot_dataset": "hf_icot.data.loading",
 }
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -82,7 +82,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         trainer.train(resume_from_checkpoint=run.resume_from)
 
         # Step 4: implicit and explicit answers (and the hint=k modes of --eval_modes) on every evaluation split.
-        metrics = trainer.evaluate_splits(data.evaluation_sets)
+        metrics = trainer.evaluate_generation(data.evaluation_sets, metric_key_prefix="")
         if selection is not None:  # the model is the selected epoch's; its per-epoch table goes with the results
             metrics.update(selection.flat_metrics())
 

@@ -91,7 +91,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         trainer.train(resume_from_checkpoint=run.resume_from)
 
         # Step 4: implicit and explicit generation on every evaluation split; Step 5: model, curves, card, stages.
-        metrics = trainer.evaluate_splits(data.evaluation_sets)
+        metrics = trainer.evaluate_generation(data.evaluation_sets, metric_key_prefix="")
         weights_kind = trainer.save_run()
         trainer.create_model_card(
             metrics=metrics,

@@ -122,7 +122,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         trainer.train(resume_from_checkpoint=run.resume_from)
 
         # Step 4: every split in implicit, explicit and the hint modes; Step 5: where the states are (linear probes).
-        metrics = trainer.evaluate_splits(data.evaluation_sets)
+        metrics = trainer.evaluate_generation(data.evaluation_sets, metric_key_prefix="")
         probes = state_probe_map(trainer.model, tokenizer, probe_split, seed=training_args.seed)
         probes["accuracy_at_init"] = probes_at_init["accuracy"]
 

@@ -128,6 +128,9 @@ class Schedule:
     takes_hint: ClassVar[bool] = False
     #: Whether the trainer must feed :meth:`observe` the training accuracy of every step.
     needs_answer_accuracy: ClassVar[bool] = False
+    #: What that accuracy counts: ``"answer"`` (the answer tokens) or ``"sequence"`` (every labelled token); logged as
+    #: ``cot/<metric>_accuracy``. :class:`~hf_icot.curriculum.adaptive.AdaptiveStepwise` makes it an option.
+    metric: ClassVar[str] = "answer"
     seed: int = option(0, "Seed of every per-example draw.", name="seed")
     steps_per_epoch: int | None = None
     fill: str = layout_option("fill", "drop")

@@ -2,9 +2,10 @@
 
 * :mod:`~hf_icot.diagnostics.answer_accuracy` — teacher-forced answer accuracy of an ICoT run
   (``AnswerAccuracyCallback``).
-* :mod:`~hf_icot.diagnostics.generation_eval` — generation exact match against training examples seen, with an
-  optional stop at a bar (``GenerationEvalCallback``; ``generation_eval_steps`` in an ICoT config turns it on).
-* The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.tokenized`):
+* ``GenerationEvalCallback`` (re-exported from :mod:`hf_icot.training.generation_eval`, where the trainer builds it)
+  — generation exact match against training examples seen, with an optional stop at a bar
+  (``generation_eval_steps`` in an ICoT config turns it on).
+* The "marginals before conditionals" measurements, on tokenized examples (:mod:`~hf_icot.diagnostics.token_batches`):
   :func:`z_shuffle_gap` (Δz), :func:`candidate_loss` and :func:`group_accuracy`, :func:`detect_transition` (τ;
   :class:`StopAfterTransition` and :class:`StopBelowLoss` end a run after it), :func:`selector_attention`,
   :func:`head_ablation`, :func:`hessian_extremes` and :func:`hessian_curvature_along`;
@@ -17,7 +18,6 @@
 from hf_icot.diagnostics.ablation import ablate_head, attention_output_projections, head_ablation
 from hf_icot.diagnostics.attention import selector_attention
 from hf_icot.diagnostics.candidates import CandidateLoss, GroupAccuracy, candidate_loss, group_accuracy
-from hf_icot.diagnostics.generation_eval import GenerationEvalCallback
 from hf_icot.diagnostics.hessian import (
     HessianExtremes,
     curvature_along,
@@ -30,6 +30,7 @@ from hf_icot.diagnostics.probes import hidden_states_at, linear_probe_accuracy, 
 from hf_icot.diagnostics.training_ablation import HeadAblationCallback, parse_heads
 from hf_icot.diagnostics.transition import StopAfterTransition, StopBelowLoss, detect_transition, transition_step
 from hf_icot.diagnostics.z_shuffle import ZShuffleGap, derangement, z_shuffle_gap
+from hf_icot.training.generation_eval import GenerationEvalCallback
 
 __all__ = [
     "MEASUREMENTS",

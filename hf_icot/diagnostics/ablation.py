@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from hf_icot.diagnostics.tokenized import as_rows, batched_logits, evaluation_mode, require_columns
+from hf_icot.diagnostics.token_batches import as_rows, batched_logits, evaluation_mode, require_columns
 
 MODES = ("zero", "mean")
 _PROJECTION = re.compile(r"(?:^|\.)(\d+)\.(?:attn\.c_proj|self_attn\.o_proj)$")

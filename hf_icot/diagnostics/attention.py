@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from hf_icot.diagnostics.tokenized import (
+from hf_icot.diagnostics.token_batches import (
     answer_span,
     as_rows,
     batched_logits,
@@ -30,7 +30,7 @@ def check_examples(rows: list[dict]) -> None:
 
     Raises:
         ValueError: a missing ``selector_positions`` column, malformed labels or selector positions (see
-            :func:`~hf_icot.diagnostics.tokenized.require_columns`).
+            :func:`~hf_icot.diagnostics.token_batches.require_columns`).
     """
     require_columns(rows, ["selector_positions"], MEASUREMENT)
 

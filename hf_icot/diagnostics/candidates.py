@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from hf_icot.diagnostics.tokenized import (
+from hf_icot.diagnostics.token_batches import (
     answer_span,
     as_rows,
     batched_logits,

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
-from hf_icot.diagnostics.tokenized import as_rows, eager_attention, evaluation_mode, pad_right, require_columns
+from hf_icot.diagnostics.token_batches import as_rows, eager_attention, evaluation_mode, pad_right, require_columns
 
 
 class HessianExtremes(NamedTuple):

@@ -1,7 +1,7 @@
 """One ``TrainerCallback`` for the learning-dynamics measurements of the "marginals before conditionals" study.
 
 :class:`LearningDynamicsCallback` measures, on a fixed set of tokenized examples (see
-:mod:`hf_icot.diagnostics.tokenized`), at the start of training, every ``interval`` steps and at the end:
+:mod:`hf_icot.diagnostics.token_batches`), at the start of training, every ``interval`` steps and at the end:
 
 ========================  ==========================================================================================
 measurement               columns (logged and written to the CSV)
@@ -35,7 +35,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from hf_icot.diagnostics import ablation, attention, candidates, hessian, z_shuffle
-from hf_icot.diagnostics.tokenized import as_rows, require_columns
+from hf_icot.diagnostics.token_batches import as_rows, require_columns
 from hf_icot.training.runtime import log_from_callback
 
 MEASUREMENTS = ("z_shuffle_gap", "candidate_loss", "group_accuracy", "selector_attention", "head_ablation")

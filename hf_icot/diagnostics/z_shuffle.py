@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from hf_icot.diagnostics.tokenized import (
+from hf_icot.diagnostics.token_batches import (
     answer_span,
     as_rows,
     batched_logits,
@@ -44,7 +44,7 @@ def check_examples(rows: Sequence[dict]) -> None:
 
     Raises:
         ValueError: a missing ``selector_positions`` column (or malformed labels, see
-            :func:`~hf_icot.diagnostics.tokenized.require_columns`), selectors of different token lengths, or fewer
+            :func:`~hf_icot.diagnostics.token_batches.require_columns`), selectors of different token lengths, or fewer
             than 2 distinct selectors (then no shuffle can change any z).
     """
     require_columns(rows, ["selector_positions"], MEASUREMENT)

@@ -1,4 +1,9 @@
-"""Evaluate ICoT models: greedy generation, exact match of answers and CoTs per split, inference speed.
+"""Generation accuracy, the one way to evaluate an ICoT model: greedy generation in each mode, exact match of answers
+and CoTs per split, inference speed.
+
+:func:`evaluate_generation` is the entry point; :meth:`hf_icot.training.trainer.ICoTTrainer.evaluate_generation` calls
+it with a run's settings, and :class:`hf_icot.training.generation_eval.GenerationEvalCallback` calls that during
+training.
 
 A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :mod:`hf_icot.data.encoding`). Each
 *mode* asks the model a question in one of the ways it was trained for:
@@ -48,6 +53,7 @@ from hf_icot.evaluation.prompts import (
     max_new_tokens_for,
     parse_mode,
     plan_generation,
+    scores_cot,
 )
 
 #: A mode's speed is reported (card, ``eval_results.json``) only when its answers are right: its answer exact match on
@@ -55,41 +61,60 @@ from hf_icot.evaluation.prompts import (
 SPEED_MIN_FRACTION_OF_BEST = 0.5
 
 
-def _generate(
+def generate_in_mode(
     model: torch.nn.Module,
     tokenizer: Any,
+    mode: str,
     cases: Sequence[GenerationCase],
-    limit: int,
+    max_new_tokens: int,
     batch_size: int,
-    shifts: list[tuple[int, int]] | None,
-    accelerator: Any,
+    synced_gpus: bool | None = None,
 ) -> list[list[int]]:
-    """Generations of every case in order; with several processes, each generates its share (see
-    :func:`evaluate_generation`)."""
+    """The continuations of ``cases``, each one example asked in ``mode``: the one place a mode chooses how it
+    generates.
+
+    Token modes (implicit, explicit, reference, ``hint=k``) feed their prompts to ``model.generate``
+    (:func:`~hf_icot.evaluation.generation.generate_batched`, with the kept positions of ``keep_position`` models). A
+    mode whose model is fed something other than tokens (latent thoughts fed back as embeddings) adds a branch here on
+    its prompt mode (:func:`parse_mode`) and returns, as these do, the generated token ids per case in order, ending
+    at the ``<eos>`` that closes the answer; scoring is shared.
+
+    Args:
+        synced_gpus: keep every process stepping until all are done (FSDP, DeepSpeed ZeRO-3); None: ``generate``
+            decides.
+    """
     prompts = [case.prompt for case in cases]
-    empty = None
+    shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
+    sync = {} if synced_gpus is None else {"synced_gpus": synced_gpus}
     if any(case.empty_cot_shift for case in cases):
         empty = [case.empty_cot_shift or 0 for case in cases]
+        return generate_with_empty_cot_shifts(
+            model, tokenizer, prompts, max_new_tokens, empty, batch_size, shifts, **sync
+        )
+    return generate_batched(model, tokenizer, prompts, max_new_tokens, batch_size, position_shifts=shifts, **sync)
+
+
+def _generate_shared(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    mode: str,
+    cases: Sequence[GenerationCase],
+    max_new_tokens: int,
+    batch_size: int,
+    accelerator: Any,
+) -> list[list[int]]:
+    """:func:`generate_in_mode` of every case in order; with several processes, each generates its share and all
+    get every generation (see :func:`evaluate_generation`)."""
     if accelerator is None or accelerator.num_processes == 1:
-        if empty is not None:
-            return generate_with_empty_cot_shifts(model, tokenizer, prompts, limit, empty, batch_size, shifts)
-        return generate_batched(model, tokenizer, prompts, limit, batch_size, position_shifts=shifts)
+        return generate_in_mode(model, tokenizer, mode, cases, max_new_tokens, batch_size)
     from accelerate.utils import DistributedType, gather_object
 
     sharded = accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
     with accelerator.split_between_processes(list(range(len(cases))), apply_padding=True) as mine:
         mine = list(mine)
-        my_shifts = None if shifts is None else [shifts[i] for i in mine]
-        if empty is not None:
-            generated = generate_with_empty_cot_shifts(
-                model, tokenizer, [prompts[i] for i in mine], limit, [empty[i] for i in mine], batch_size, my_shifts,
-                synced_gpus=sharded,
-            )  # fmt: skip
-        else:
-            generated = generate_batched(
-                model, tokenizer, [prompts[i] for i in mine], limit, batch_size, position_shifts=my_shifts,
-                synced_gpus=sharded,
-            )  # fmt: skip
+        generated = generate_in_mode(
+            model, tokenizer, mode, [cases[i] for i in mine], max_new_tokens, batch_size, synced_gpus=sharded
+        )
     by_index = dict(gather_object(list(zip(mine, generated))))
     return [by_index[i] for i in range(len(cases))]
 
@@ -97,7 +122,7 @@ def _generate(
 def evaluate_generation(
     model: torch.nn.Module,
     tokenizer: Any,
-    dataset: Sequence[Mapping[str, Any]],
+    dataset: Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Mapping[str, Any]]],
     modes: Sequence[str] = BASE_MODES,
     batch_size: int = 64,
     max_new_tokens: int | None = None,
@@ -111,10 +136,14 @@ def evaluate_generation(
     Args:
         model: a causal LM trained on hf_icot sequences (possibly PEFT-wrapped, on any device).
         tokenizer: the model's tokenizer.
-        dataset: examples of the shared schema (``question``, ``cot``, ``answer``): a ``datasets.Dataset`` or a list.
-        modes: ``"implicit"``, ``"explicit"``, ``"reference"`` and/or ``"hint=k"`` (see the module docstring).
+        dataset: examples of the shared schema (``question``, ``cot``, ``answer``): a ``datasets.Dataset`` or a list;
+            or a mapping of split name -> examples (a ``DatasetDict``): then every split but ``train`` is evaluated,
+            each with its own default ``max_new_tokens`` (OOD splits may have longer CoTs).
+        modes: ``"implicit"``, ``"explicit"``, ``"reference"`` and/or ``"hint=k"`` (see the module docstring;
+            :func:`hf_icot.evaluation.prompts.parse_mode` reads the names).
         batch_size: prompts per forward pass.
-        max_new_tokens: cap on generated tokens; by default :func:`default_max_new_tokens` per mode.
+        max_new_tokens: cap on generated tokens; by default the longest gold continuation per mode plus a quarter
+            (:func:`hf_icot.evaluation.prompts.default_max_new_tokens`).
         hint_lengths: adds a mode ``"hint=k"`` for each ``k``.
         layout: how the model's training sequences were laid out (``trainer.layout``, the schedule's); default: the
             plain layout (tokens dropped from the left, no hint). Under ``keep_position`` what follows a removed CoT
@@ -131,14 +160,51 @@ def evaluate_generation(
 
     Returns:
         ``{f"{mode}/answer_em", f"{mode}/examples_per_s", f"{mode}/tokens_per_s"}`` for every mode, plus
-        ``f"{mode}/cot_em"`` for explicit and hint modes (gold CoT: :func:`gold_cot_text`); reference mode scores
-        answers only, as the reference does. Speeds count generation
-        only. With ``return_predictions``, the tuple ``(metrics, predictions_by_mode)``.
+        ``f"{mode}/cot_em"`` where the model writes a CoT (:func:`hf_icot.evaluation.prompts.scores_cot`; reference
+        mode scores answers only, as the reference does). Speeds count generation only. For a mapping of splits the
+        keys are ``f"{split}/{mode}/..."``. With ``return_predictions``, the tuple ``(metrics, predictions)``, the
+        predictions keyed as the metrics are without their last part (``mode``, or ``split/mode``).
 
     Raises:
-        ValueError: an empty dataset or one without the schema's columns, an unknown mode, or a bad
-            ``max_new_tokens``/``batch_size``.
+        ValueError: an empty dataset or one without the schema's columns, a mapping with no split but ``train``, an
+            unknown mode, or a bad ``max_new_tokens``/``batch_size``.
     """
+    settings = {
+        "modes": modes,
+        "batch_size": batch_size,
+        "max_new_tokens": max_new_tokens,
+        "hint_lengths": hint_lengths,
+        "layout": layout,
+        "accelerator": accelerator,
+    }
+    if not isinstance(dataset, Mapping):
+        metrics, predictions = _evaluate_split(model, tokenizer, dataset, return_predictions, **settings)
+        return (metrics, predictions) if return_predictions else metrics
+    splits = sorted((name for name in dataset if name != "train"), key=split_order)
+    if not splits:
+        raise ValueError(f"no split to evaluate; the dataset has only: {', '.join(dataset) or 'nothing'}.")
+    metrics, predictions = {}, {}
+    for name in splits:
+        split_metrics, split_predictions = _evaluate_split(
+            model, tokenizer, dataset[name], return_predictions, **settings
+        )
+        metrics.update({f"{name}/{key}": value for key, value in split_metrics.items()})
+        predictions.update({f"{name}/{key}": value for key, value in split_predictions.items()})
+    return (metrics, predictions) if return_predictions else metrics
+
+
+def _evaluate_split(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    dataset: Sequence[Mapping[str, Any]],
+    return_predictions: bool,
+    modes: Sequence[str],
+    batch_size: int,
+    max_new_tokens: int | None,
+    hint_lengths: Sequence[int] | None,
+    layout: SequenceLayout | None,
+    accelerator: Any,
+) -> tuple[dict[str, float], dict[str, list[dict[str, Any]]]]:
     examples = list(dataset)
     if not examples:
         raise ValueError("evaluate_generation got an empty dataset; pass at least one example.")
@@ -152,15 +218,14 @@ def evaluate_generation(
     metrics: dict[str, float] = {}
     predictions: dict[str, list[dict[str, Any]]] = {}
     for mode in expand_modes(modes, hint_lengths):
-        base, _ = parse_mode(mode)
+        prompt_mode, _ = parse_mode(mode)
         cases = [plan_generation(example, tokenizer, mode, layout) for example in examples]
         limit = max_new_tokens if max_new_tokens is not None else max_new_tokens_for(cases)
-        shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
         start = time.perf_counter()
-        continuations = _generate(model, tokenizer, cases, limit, batch_size, shifts, accelerator)
+        continuations = _generate_shared(model, tokenizer, mode, cases, limit, batch_size, accelerator)
         seconds = max(time.perf_counter() - start, 1e-9)
 
-        parsed = [split_generation(ids, tokenizer, base) for ids in continuations]
+        parsed = [split_generation(ids, tokenizer, prompt_mode) for ids in continuations]
         gold_answers = [ex["answer"] for ex in examples]
         predicted_answers = [answer for _, answer in parsed]
         if mode == REFERENCE_MODE:
@@ -171,7 +236,7 @@ def evaluate_generation(
         answers = metric.compute(predictions=predicted_answers, references=gold_answers, return_matches=True)
         metrics[f"{mode}/answer_em"] = answers["exact_match"]
         cot_matches = None
-        if base != "implicit" and mode != REFERENCE_MODE:
+        if scores_cot(mode):
             gold_cots = [case.gold_cot for case in cases]
             cots = metric.compute(predictions=[cot for cot, _ in parsed], references=gold_cots, return_matches=True)
             metrics[f"{mode}/cot_em"] = cots["exact_match"]
@@ -192,39 +257,7 @@ def evaluate_generation(
                 }
                 for i, (ex, (cot, answer)) in enumerate(zip(examples, parsed))
             ]
-    return (metrics, predictions) if return_predictions else metrics
-
-
-def evaluate_generation_splits(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    dataset_dict: Mapping[str, Sequence[Mapping[str, Any]]],
-    splits: Sequence[str] | None = None,
-    modes: Sequence[str] = BASE_MODES,
-    **kwargs: Any,
-) -> dict[str, dict[str, float]]:
-    """:func:`evaluate_generation` on several splits: by default every split but ``train`` (validation, test and each
-    ``test_ood_*``), each with its own default ``max_new_tokens`` (OOD splits may have longer CoTs).
-
-    ``kwargs`` go to :func:`evaluate_generation` (``return_predictions`` excepted). :func:`flatten_split_metrics`
-    turns the result into keys like ``"test_ood_p0_9/implicit/answer_em"``.
-
-    Raises:
-        ValueError: a requested split the dataset lacks (the message lists those it has), or no split to evaluate.
-    """
-    if kwargs.get("return_predictions"):
-        raise ValueError(
-            "evaluate_generation_splits returns metrics only; call evaluate_generation per split for predictions."
-        )
-    available = list(dataset_dict.keys())
-    if splits is None:
-        splits = sorted((name for name in available if name != "train"), key=split_order)
-    for name in splits:
-        if name not in dataset_dict:
-            raise ValueError(f"split {name!r} is not in the dataset; it has: {', '.join(available)}.")
-    if not splits:
-        raise ValueError(f"no split to evaluate; the dataset has only: {', '.join(available) or 'nothing'}.")
-    return {name: evaluate_generation(model, tokenizer, dataset_dict[name], modes=modes, **kwargs) for name in splits}
+    return metrics, predictions
 
 
 def reportable_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
@@ -245,8 +278,3 @@ def reportable_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
                 continue
         out[key] = value
     return out
-
-
-def flatten_split_metrics(results: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """``{"test": {"implicit/answer_em": x}}`` -> ``{"test/implicit/answer_em": x}`` (for loggers and cards)."""
-    return {f"{split}/{key}": value for split, metrics in results.items() for key, value in metrics.items()}

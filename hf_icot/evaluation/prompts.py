@@ -1,9 +1,14 @@
 """How each evaluation mode asks a question: the prompt, the positions, and what the model should write.
 
 A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :mod:`hf_icot.data.encoding`). The
-modes: ``implicit``, ``explicit``, ``reference`` and ``hint=k`` (:mod:`hf_icot.evaluation.exact_match` says what each
-asks). :func:`parse_mode` owns their names; :func:`plan_generation` turns one example in one mode into a
-:class:`GenerationCase`. No torch here: the training configuration checks mode names with it.
+modes: ``implicit``, ``explicit``, ``reference`` and ``hint=k`` (:mod:`hf_icot.evaluation.generation_accuracy` says
+what each asks). :func:`parse_mode` is the one place mode names are read: the training configuration, the trainer's
+callbacks and evaluation all check names with it; :func:`plan_generation` turns one example in one mode into a
+:class:`GenerationCase`. No torch here.
+
+A new mode joins in three places: its name here (:data:`NAMED_MODES` for a plain name, :data:`COUNTED_MODES` for a
+family ``name=k``), how it asks (:func:`plan_generation`; :func:`scores_cot` if it writes a CoT to score), and how
+it generates (:func:`hf_icot.evaluation.generation_accuracy.generate_in_mode`).
 """
 
 from __future__ import annotations
@@ -21,24 +26,44 @@ BASE_MODES = ("implicit", "explicit")
 #: The stepwise reference's protocol (its ``evaluate``): prompt ``question <eos>``, free greedy generation up to the
 #: answer's ``<eos>``, exact match of ``#### answer`` read from the decoded text with commas removed.
 REFERENCE_MODE = "reference"
+#: Mode names without a count -> the prompt mode that asks them (:func:`hf_icot.data.encoding.encode_prompt`).
+NAMED_MODES = {"implicit": "implicit", "explicit": "explicit", REFERENCE_MODE: "explicit"}
+#: Mode families ``name=k`` (k >= 0) -> the prompt mode that asks them; ``hint=k``: CoT length hint k (mixtures).
+COUNTED_MODES = {"hint": "hint"}
 
 
 def parse_mode(mode: str) -> tuple[str, int | None]:
-    """Split a mode name into its prompt mode and hint: ``"explicit"`` and ``"reference"`` -> ``("explicit", None)``,
+    """Split a mode name into its prompt mode and count: ``"explicit"`` and ``"reference"`` -> ``("explicit", None)``,
     ``"hint=3"`` -> ``("hint", 3)``.
 
     Raises:
-        ValueError: any other name.
+        ValueError: any other name (the message lists the allowed ones).
     """
-    if mode in BASE_MODES:
-        return mode, None
-    if mode == REFERENCE_MODE:
-        return "explicit", None
-    if mode.startswith("hint=") and mode[len("hint=") :].isdigit():
-        return "hint", int(mode[len("hint=") :])
-    raise ValueError(
-        f"evaluation mode {mode!r} is unknown; allowed: 'implicit', 'explicit', 'reference' or 'hint=k' with k >= 0."
-    )
+    if not isinstance(mode, str):
+        raise ValueError(f"evaluation mode {mode!r} is not a string; {_allowed_modes()}.")
+    if mode in NAMED_MODES:
+        return NAMED_MODES[mode], None
+    family, equals, count = mode.partition("=")
+    if equals and family in COUNTED_MODES and count.isdigit():
+        return COUNTED_MODES[family], int(count)
+    raise ValueError(f"evaluation mode {mode!r} is unknown; {_allowed_modes()}.")
+
+
+def _allowed_modes() -> str:
+    named = ", ".join(repr(name) for name in NAMED_MODES)
+    counted = " or ".join(f"'{family}=k'" for family in COUNTED_MODES)
+    return f"allowed: {named} or {counted} with k >= 0"
+
+
+def scores_cot(mode: str) -> bool:
+    """Whether ``mode``'s CoT is scored (``cot_em``): the model writes one in explicit and hint modes; reference mode
+    scores answers only, as the reference does.
+
+    Raises:
+        ValueError: an unknown mode.
+    """
+    prompt_mode, _ = parse_mode(mode)
+    return prompt_mode in ("explicit", "hint") and mode != REFERENCE_MODE
 
 
 def expand_modes(modes: Sequence[str], hint_lengths: Sequence[int] | None) -> list[str]:

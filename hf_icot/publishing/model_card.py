@@ -41,6 +41,19 @@ CITATIONS = {
   journal = {arXiv preprint arXiv:2605.28600},
   year    = {2026}
 }""",
+    "coconut": """@article{hao2024training,
+  title   = {Training Large Language Models to Reason in a Continuous Latent Space},
+  author  = {Hao, Shibo and Sukhbaatar, Sainbayar and Su, DiJia and Li, Xian and Hu, Zhiting and Weston, Jason
+             and Tian, Yuandong},
+  journal = {arXiv preprint arXiv:2412.06769},
+  year    = {2024}
+}""",
+    "codi": """@article{shen2025codi,
+  title   = {CODI: Compressing Chain-of-Thought into Continuous Space via Self-Distillation},
+  author  = {Shen, Zhenyi and Yan, Hanqi and Zhang, Linhai and Hu, Zhanghao and Du, Yali and He, Yulan},
+  journal = {arXiv preprint arXiv:2502.21074},
+  year    = {2025}
+}""",
 }
 
 
@@ -158,6 +171,8 @@ def citations_for(schedule_name: str) -> list[str]:
         entries.append(CITATIONS["log_icot"])
     if "kd" in name or "distill" in name:
         entries.append(CITATIONS["icot_kd"])
+    if name in ("coconut", "codi"):
+        entries.append(CITATIONS[name])
     return entries
 
 
@@ -191,7 +206,7 @@ def write_model_card(
         schedule: ``name``, ``params`` (the schedule's ``to_dict()``), ``stages`` (list of dicts), ``total_steps``.
         hyperparameters: training hyperparameters shown in a table.
         metrics: flat evaluation metrics (``<split>/<mode>/answer_em``, ``<split>/<mode>/examples_per_s``), as
-            :func:`hf_icot.evaluation.exact_match.flatten_split_metrics` gives them.
+            :func:`hf_icot.evaluation.generation_accuracy.evaluate_generation` gives them for a mapping of splits.
         example: ``question``, ``answer``, ``max_new_tokens`` and, for keep_position models, ``position_shift`` (the
             CoT tokens removed before the answer) for the how-to-use snippet.
         peft: LoRA settings, if any.

@@ -5,7 +5,7 @@
 * :mod:`~hf_icot.training.command_line` — ``--config file.yaml`` plus flag overrides (:func:`parse_config`);
 * :mod:`~hf_icot.training.arguments` — a recipe's data and model arguments;
 * :mod:`~hf_icot.training.trainer` — :class:`ICoTTrainer`, the ``Trainer`` with a curriculum;
-* :mod:`~hf_icot.training.answer_accuracy` — the trainer's half of the adaptive pace;
+* :mod:`~hf_icot.training.adaptive_pace` — the trainer's half of the adaptive pace;
 * :mod:`~hf_icot.training.labelled_loss` — the loss with logits only where a label is (``labelled_logits_only``);
 * :mod:`~hf_icot.training.checkpoints` — kill-safe checkpoints, resume and teardown for any ``Trainer``;
 * :mod:`~hf_icot.training.run_folder` — which checkpoints are complete, whether a run would write over another;

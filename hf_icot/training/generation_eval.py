@@ -1,4 +1,4 @@
-"""Generation exact match during training: how many examples a run needs before it answers without its CoT.
+"""Generation accuracy during training: how many examples a run needs before it answers without its CoT.
 
 :class:`GenerationEvalCallback` generates, every ``every`` optimizer steps, greedy answers for the first ``examples``
 evaluation examples in each of ``modes`` (``implicit``: the question alone, as the run will be used once the CoT is
@@ -10,7 +10,8 @@ internalized; ``explicit``: the model writes its CoT first; ``hint=k``) and logs
 
 With ``stop_at`` set, training stops at the first measurement whose ``stop_mode`` answer exact match is >= it. Every
 process must run the callback (generation splits the examples across processes and gathers the answers, so all of them
-see the same metrics and stop at the same step).
+see the same metrics and stop at the same step). It measures through the trainer's ``evaluate_generation``, so
+training and the end of a run score generation the same way.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from hf_icot.evaluation.prompts import parse_mode
 from hf_icot.training.runtime import log_from_callback
 
 
@@ -52,8 +54,6 @@ class GenerationEvalCallback(TrainerCallback):
         stop_mode: str = "implicit",
         split: str | None = None,
     ) -> None:
-        from hf_icot.evaluation.prompts import parse_mode  # the evaluation module owns the mode names
-
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"generation evaluation every={every!r} steps is not allowed; use an integer >= 1.")
         if not modes:
@@ -86,8 +86,8 @@ class GenerationEvalCallback(TrainerCallback):
         """Generation exact match now, with ``train_examples`` for ``step`` optimizer steps (every process)."""
         args = self.trainer.args
         batch = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
-        results = self.trainer.generation_metrics(self.split, self.modes)
-        record = {f"eval_{key}": value for key, value in results.items() if key.endswith("_em")}
+        results = self.trainer.evaluate_generation(self.split, self.modes)  # keys eval_<mode>/<metric>
+        record = {key: value for key, value in results.items() if key.endswith("_em")}
         record["train_examples"] = float(step * batch)
         return record
 

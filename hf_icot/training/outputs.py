@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,36 +30,64 @@ class RunOutputsMixin:
     """Per-stage evaluation and models, final evaluation, saving, model card and push for
     :class:`hf_icot.training.trainer.ICoTTrainer`."""
 
-    def generation_metrics(self, split: Any, modes: list[str]) -> dict[str, float]:
-        """:func:`hf_icot.evaluation.exact_match.evaluate_generation` of ``split`` in ``modes`` with this run's layout,
-        batch size and token cap, on every process (see the module docstring)."""
-        from hf_icot.evaluation.exact_match import evaluate_generation  # pulls in the metric: load it only when used
+    def evaluate_generation(
+        self,
+        eval_dataset: Any = None,
+        modes: Sequence[str] | None = None,
+        metric_key_prefix: str = "eval",
+    ) -> dict[str, float]:
+        """Generation accuracy of this run's model: :func:`hf_icot.evaluation.generation_accuracy.evaluate_generation`
+        with the run's layout, batch size, token cap and accelerator. Call it on every process (see the module).
 
-        return evaluate_generation(
+        Args:
+            eval_dataset: one split, or a mapping of split name -> examples (every split but ``train``); None: the
+                trainer's evaluation set(s), the first ``args.generation_eval_examples`` of each.
+            modes: the evaluation modes; None: implicit and explicit (led by reference in the reference sequence
+                format) plus the ``hint=k`` modes of ``args.eval_modes``, the modes a run reports at its end.
+            metric_key_prefix: put before every key with ``_``, as ``Trainer.evaluate`` does (``""``: none).
+
+        Returns:
+            ``f"{prefix}_{mode}/{metric}"`` for one split, ``f"{prefix}_{split}/{mode}/{metric}"`` for a mapping
+            (without ``prefix_`` when the prefix is ``""``).
+
+        Raises:
+            ValueError: no ``eval_dataset`` and no evaluation set on the trainer, or what ``evaluate_generation``
+                refuses.
+        """
+        from hf_icot.evaluation.generation_accuracy import evaluate_generation  # loads the metric: only when used
+
+        if eval_dataset is None:
+            eval_dataset = self._generation_eval_sets()
+        if modes is None:
+            hints = [mode for mode in self.args.eval_modes or [] if mode.startswith("hint=")]
+            reference = ["reference"] if self.layout.is_reference else []  # the reference configs' headline
+            modes = ["latent"] if self.layout.latent else [*reference, "implicit", "explicit", *hints]
+        metrics = evaluate_generation(
             self.accelerator.unwrap_model(self.model),
             self.processing_class,
-            split,
-            modes=modes,
+            eval_dataset,
+            modes=list(modes),
             batch_size=self.args.per_device_eval_batch_size,
             max_new_tokens=self.args.max_new_tokens,
             layout=self.layout,
             accelerator=self.accelerator,
         )
+        if not metric_key_prefix:
+            return metrics
+        return {f"{metric_key_prefix}_{key}": value for key, value in metrics.items()}
 
-    def evaluate_generation(self) -> dict[str, float]:
-        """Generation exact match on the evaluation set(s) in every ``args.eval_modes`` (empty dict if none); call it
-        on every process (:meth:`generation_metrics`)."""
-        if not self.args.eval_modes or self.eval_dataset is None:
-            return {}
-        splits = self.eval_dataset if isinstance(self.eval_dataset, dict) else {"": self.eval_dataset}
-        metrics: dict[str, float] = {}
-        for name, split in splits.items():
-            if self.args.generation_eval_examples is not None:
-                split = split.select(range(min(len(split), self.args.generation_eval_examples)))
-            results = self.generation_metrics(split, list(self.args.eval_modes))
-            prefix = f"eval_{name}_" if name else "eval_"
-            metrics.update({prefix + key: value for key, value in results.items()})
-        return metrics
+    def _generation_eval_sets(self) -> Any:
+        """The trainer's evaluation set(s), the first ``args.generation_eval_examples`` of each."""
+        if self.eval_dataset is None:
+            raise ValueError("generation evaluation needs examples; pass eval_dataset or give the trainer one.")
+        limit = self.args.generation_eval_examples
+
+        def first(split: Any) -> Any:
+            return split if limit is None else split.select(range(min(len(split), limit)))
+
+        if isinstance(self.eval_dataset, dict):
+            return {name: first(split) for name, split in self.eval_dataset.items()}
+        return first(self.eval_dataset)
 
     def _end_stage(self, stage: int) -> None:
         """Save and evaluate the model at the end of curriculum stage ``stage``."""
@@ -67,8 +95,8 @@ class RunOutputsMixin:
         metrics: dict[str, float] = {"cot/stage": stage}
         if self.args.evaluate_each_stage and self.eval_dataset is not None:
             metrics.update(self.evaluate())
-            if self.args.eval_modes:
-                generation = self.evaluate_generation()  # every process: one rule under DDP and FSDP alike
+            if self.args.eval_modes:  # every process: one rule under DDP and FSDP alike
+                generation = self.evaluate_generation(modes=self.args.eval_modes)
                 metrics.update(generation)
                 self.log({**generation, "cot/stage": stage})
         self.stage_metrics[stage] = metrics
@@ -113,24 +141,6 @@ class RunOutputsMixin:
         )
         self.add_callback(callback)
         return callback
-
-    def evaluate_splits(self, splits: Mapping[str, Any], modes: list[str] | None = None) -> dict[str, float]:
-        """Generation exact match on each split of ``splits`` (name → examples), as ``<split>/<mode>/<metric>``.
-
-        ``modes`` defaults to implicit and explicit (led by reference in the reference sequence format) plus the
-        ``hint=k`` modes of ``args.eval_modes``. Every split is
-        evaluated with its own default token cap (OOD splits may have longer CoTs) unless ``args.max_new_tokens``.
-        Call it on every process.
-        """
-        if modes is None:
-            hints = [mode for mode in self.args.eval_modes or [] if mode.startswith("hint=")]
-            reference = ["reference"] if self.layout.is_reference else []  # the reference configs' headline
-            modes = [*reference, "implicit", "explicit", *hints]
-        metrics: dict[str, float] = {}
-        for name, split in splits.items():
-            results = self.generation_metrics(split, modes)
-            metrics.update({f"{name}/{key}": value for key, value in results.items()})
-        return metrics
 
     def weights_kind(self, merge_adapter: bool = False) -> str:
         """What :meth:`save_run` writes: ``"full"``, ``"merged"`` (LoRA merged in) or ``"adapter"`` (LoRA alone)."""
@@ -194,8 +204,9 @@ class RunOutputsMixin:
         returns the card's path, None elsewhere).
 
         Args:
-            metrics: :meth:`evaluate_splits`'s output (the card's results and model-index; speeds kept only where
-                answers are right, :func:`hf_icot.evaluation.exact_match.reportable_metrics`).
+            metrics: ``evaluate_generation(splits, metric_key_prefix="")``'s output (the card's results and
+                model-index; speeds kept only where answers are right,
+                :func:`hf_icot.evaluation.generation_accuracy.reportable_metrics`).
             dataset: what the card says about the data (``source``, ``config``, ``task``, ``fingerprint``, and
                 ``splits``: rows per split).
             example: an evaluation example for the card's how-to-use snippet, which asks it as evaluation does.
@@ -204,7 +215,7 @@ class RunOutputsMixin:
             license: an SPDX-style license id.
             selection: best-epoch selection's table (:meth:`hf_icot.training.selection.BestEpochCallback.summary`).
         """
-        from hf_icot.evaluation.exact_match import reportable_metrics
+        from hf_icot.evaluation.generation_accuracy import reportable_metrics
         from hf_icot.evaluation.prompts import plan_generation
         from hf_icot.publishing.hub import write_text_atomic
         from hf_icot.publishing.model_card import describe_run, save_training_curves, write_model_card

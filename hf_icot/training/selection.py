@@ -35,7 +35,7 @@ class BestEpochCallback(TrainerCallback):
     """Per-epoch validation generation accuracy and best-epoch selection for an :class:`ICoTTrainer`.
 
     Args:
-        trainer: the trainer (its ``generation_metrics`` evaluates; its model is saved and restored).
+        trainer: the trainer (its ``evaluate_generation`` evaluates; its model is saved and restored).
         validation: the examples selection is measured on.
         test: examples evaluated whenever an epoch becomes the best (as the reference logs them), or None.
         mode: the evaluation mode measured (:func:`hf_icot.evaluation.prompts.parse_mode`).
@@ -64,7 +64,7 @@ class BestEpochCallback(TrainerCallback):
         return max((i for i, marked in enumerate(marks) if marked), default=None)
 
     def _accuracy(self, split: Any) -> float:
-        return self.trainer.generation_metrics(split, [self.mode])[f"{self.mode}/answer_em"]
+        return self.trainer.evaluate_generation(split, [self.mode], metric_key_prefix="")[f"{self.mode}/answer_em"]
 
     def on_epoch_end(self, args, state, control, **kwargs):
         schedule = self.trainer.schedule

@@ -22,7 +22,7 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **Kill-safe checkpoints**: a checkpoint is written under a marker removed once every process has written its part
   (older checkpoints are rotated out only then), and ``resume_from_checkpoint=True`` takes the last complete one
   (:mod:`hf_icot.training.run_folder`).
-* **The end of a run** (:mod:`hf_icot.training.outputs`): ``evaluate_splits``, ``save_run``, ``create_model_card``,
+* **The end of a run** (:mod:`hf_icot.training.outputs`): ``evaluate_generation``, ``save_run``, ``create_model_card``,
   ``push_to_hub``.
 * **What clusters do to runs** (:class:`~hf_icot.training.checkpoints.SafeRunMixin`): a preemption signal saves a
   checkpoint and stops; a non-finite loss stops before the optimizer step (the last saved checkpoint stays the last
@@ -49,9 +49,10 @@ from hf_icot.data.collator import ICoTCollator
 from hf_icot.data.row_checks import arrow_table
 from hf_icot.errors import NonFiniteLossError  # noqa: F401  (raised by SafeRunMixin.training_step; its old home)
 from hf_icot.modeling.sizing import context_length
-from hf_icot.training.answer_accuracy import AnswerAccuracyMixin
+from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
 from hf_icot.training.run_folder import resume_mismatch, run_identity
@@ -111,7 +112,7 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         trainer = ICoTTrainer(model=model, args=args, train_dataset=dataset["train"],
                               eval_dataset=dataset["validation"], processing_class=tokenizer)
         trainer.train()
-        metrics = trainer.evaluate_splits({"test": dataset["test"]})  # then save_run, create_model_card, push_to_hub
+        metrics = trainer.evaluate_generation({"test": dataset["test"]}, metric_key_prefix="")  # then save_run, ...
 
     Raises:
         ValueError: ``args`` not an ``ICoTConfig``, no tokenizer, a collator that is not an ``ICoTCollator``, a
@@ -207,8 +208,6 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
             )
         self.generation_eval = None
         if args.generation_eval_steps is not None:
-            from hf_icot.diagnostics.generation_eval import GenerationEvalCallback
-
             self.generation_eval = GenerationEvalCallback(
                 self,
                 args.generation_eval_steps,
@@ -348,8 +347,7 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
             if self._optimizer_resets:
                 logs["cot/optimizer_resets"] = self._optimizer_resets
             if getattr(self, "last_answer_accuracy", None) is not None:
-                sequence = getattr(self.schedule, "metric", "answer") == "sequence"
-                logs["cot/sequence_accuracy" if sequence else "cot/answer_accuracy"] = self.last_answer_accuracy
+                logs[f"cot/{self.schedule.metric}_accuracy"] = self.last_answer_accuracy
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
             if getattr(self, "skipped_long_batches", 0):

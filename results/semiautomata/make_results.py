@@ -288,7 +288,7 @@ def _verdict_lines(verdicts: dict[str, Any], claims: tuple[str, ...]) -> str:
 
 
 COUNTER = "-counter"
-#: the claims read again at the counter's T = 64, the paper's length (runs.yaml's T = 64 block)
+#: the claims read again at the counter's T = 64, our choice of length (runs.yaml's T = 64 block; the seed names none)
 COUNTER64, T64_CLAIMS = "-counter64", ("A1", "A3", "A5", "A6")
 
 

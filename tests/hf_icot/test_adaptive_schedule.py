@@ -15,7 +15,7 @@ from hf_icot.curriculum.adaptive import AdaptiveStepwise
 from hf_icot.data.tokenization import build_word_level_tokenizer
 from hf_icot.evaluation.teacher_forced import answer_token_hits
 from hf_icot.publishing.model_card import describe_run
-from hf_icot.training.answer_accuracy import ANSWER_MASK_KEY
+from hf_icot.training.adaptive_pace import ANSWER_MASK_KEY
 from hf_icot.training.config import ICoTConfig, schedule_from_config
 from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.test_multiprocess import launch_two_processes

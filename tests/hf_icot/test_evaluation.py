@@ -26,8 +26,8 @@ from transformers.modeling_outputs import CausalLMOutput
 from hf_icot.cot import FULL_COT, truncate
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.encoding import encode_example, encode_prompt
-from hf_icot.evaluation.exact_match import evaluate_generation, evaluate_generation_splits, flatten_split_metrics
 from hf_icot.evaluation.generation import generate_batched
+from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from hf_icot.evaluation.prompts import default_max_new_tokens, gold_cot_text, plan_generation
 from hf_icot.evaluation.teacher_forced import make_compute_metrics, preprocess_logits_for_metrics
 
@@ -257,13 +257,14 @@ def test_every_split_but_train_is_evaluated_with_flat_keys(scripted, tokenizer):
     splits = DatasetDict(
         {name: Dataset.from_list(EXAMPLES) for name in ("train", "test_ood_p0_9", "validation", "test")}
     )
-    results = evaluate_generation_splits(scripted, tokenizer, splits, modes=("implicit",))
-    assert list(results) == ["validation", "test", "test_ood_p0_9"]
-    flat = flatten_split_metrics(results)
+    flat = evaluate_generation(scripted, tokenizer, splits, modes=("implicit",))
+    assert list(dict.fromkeys(key.split("/")[0] for key in flat)) == ["validation", "test", "test_ood_p0_9"]
     assert flat["test_ood_p0_9/implicit/answer_em"] == 0.75
     assert {"test/implicit/examples_per_s", "validation/implicit/tokens_per_s"} <= set(flat)
-    with pytest.raises(ValueError, match="split 'test_ood' is not in the dataset; it has: train"):
-        evaluate_generation_splits(scripted, tokenizer, splits, splits=["test_ood"])
+    _, predictions = evaluate_generation(scripted, tokenizer, splits, modes=("implicit",), return_predictions=True)
+    assert list(predictions) == ["validation/implicit", "test/implicit", "test_ood_p0_9/implicit"]
+    with pytest.raises(ValueError, match="no split to evaluate; the dataset has only: train"):
+        evaluate_generation(scripted, tokenizer, DatasetDict({"train": splits["train"]}))
 
 
 def test_bad_inputs_are_refused_with_a_clear_message(scripted, tokenizer):
@@ -427,7 +428,7 @@ KEPT = SequenceLayout(fill="keep_position")
 
 
 def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripted, tokenizer):
-    import hf_icot.evaluation.exact_match as evaluation
+    import hf_icot.evaluation.generation_accuracy as evaluation
 
     seen = {}
 

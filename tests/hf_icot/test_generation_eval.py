@@ -38,8 +38,8 @@ def test_measurements_are_logged_with_examples_seen_and_match_a_fresh_evaluation
     assert [row["train_examples"] for row in rows] == [320, 640, 720]
     assert all("eval_explicit/answer_em" in row and "eval_explicit/cot_em" in row for row in rows)
     assert [row["step"] for row in trainer.generation_eval.history] == [20, 40, 45]
-    fresh = trainer.generation_metrics(trainer.eval_dataset.select(range(12)), ["implicit"])
-    assert rows[-1]["eval_implicit/answer_em"] == fresh["implicit/answer_em"]  # the same model, the same 12 examples
+    fresh = trainer.evaluate_generation(trainer.eval_dataset.select(range(12)), ["implicit"])
+    assert rows[-1]["eval_implicit/answer_em"] == fresh["eval_implicit/answer_em"]  # the same model and 12 examples
     losses = [entry["step"] for entry in trainer.state.log_history if "loss" in entry]
     assert losses == [10, 20, 30, 40]  # the measurements at 20 and 40 kept those steps' training-loss rows
 
@@ -51,7 +51,7 @@ def test_the_stop_rule_ends_training_at_the_first_measurement_at_or_above_the_ba
         stop_at_implicit_em=0.75,
     )  # fmt: skip
     stream = iter([0.0, 0.5, 0.7499, 0.75, 0.9, 1.0])
-    trainer.generation_metrics = lambda split, modes: {"implicit/answer_em": next(stream)}
+    trainer.evaluate_generation = lambda split, modes: {"eval_implicit/answer_em": next(stream)}
     trainer.train()
     scores = [row["eval_implicit/answer_em"] for row in trainer.generation_eval.history]
     assert scores == [0.0, 0.5, 0.7499, 0.75]

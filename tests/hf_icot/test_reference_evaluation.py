@@ -9,7 +9,7 @@ from transformers.modeling_outputs import CausalLMOutput
 
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.encoding import encode_prompt
-from hf_icot.evaluation.exact_match import evaluate_generation, reportable_metrics
+from hf_icot.evaluation.generation_accuracy import evaluate_generation, reportable_metrics
 from tests.hf_icot.test_evaluation import FILLER, WORDS, ScriptedConfig, _word_level_tokenizer
 
 EXAMPLES = [

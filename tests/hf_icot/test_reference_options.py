@@ -105,13 +105,14 @@ def test_best_epoch_callback_ends_with_the_selected_epochs_weights(tmp_path, mon
     trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
     scores, snapshots = iter([0.25, 0.75, 0.5, 0.75]), []
 
-    def scripted_accuracy(split, modes):  # validation scores by epoch; the test split is asked at each new best
+    # Validation scores by epoch; the test split is asked at each new best.
+    def scripted_accuracy(split, modes, metric_key_prefix):
         if split is test:
             return {f"{modes[0]}/answer_em": 1.0}
         snapshots.append({n: v.clone() for n, v in trainer.model.state_dict().items()})
         return {f"{modes[0]}/answer_em": next(scores)}
 
-    monkeypatch.setattr(trainer, "generation_metrics", scripted_accuracy)
+    monkeypatch.setattr(trainer, "evaluate_generation", scripted_accuracy)
     callback = BestEpochCallback(trainer, validation=train, test=test, mode="implicit")
     trainer.add_callback(callback)
     trainer.train()

@@ -14,7 +14,7 @@ from hf_icot.cot import TruncationSpec
 from hf_icot.curriculum import Mixture
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
-from hf_icot.evaluation.exact_match import evaluate_generation
+from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from hf_icot.training.command_line import parse_config
 from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer, NonFiniteLossError
@@ -329,7 +329,7 @@ def test_mixture_with_length_hints_trains_on_every_length(tmp_path):
 def test_the_schedule_alone_sets_the_layout_evaluation_follows(tmp_path, monkeypatch):
     # A step mixture with hints passed as a schedule object, with default args (whose removal_unit is unset): hints
     # count whole steps in training, so evaluation must ask for and score whole steps too.
-    import hf_icot.evaluation.exact_match as evaluation
+    import hf_icot.evaluation.generation_accuracy as evaluation
     from hf_icot.data.encoding import encode_text
 
     train, test = counting_examples(length=4, n_test=4)

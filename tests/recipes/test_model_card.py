@@ -156,7 +156,7 @@ def test_snippet_of_a_keep_position_model_generates_what_evaluation_does(tmp_pat
 
     from hf_icot.curriculum.layout import SequenceLayout
     from hf_icot.data.tokenization import build_word_level_tokenizer
-    from hf_icot.evaluation.exact_match import evaluate_generation
+    from hf_icot.evaluation.generation_accuracy import evaluate_generation
 
     examples = [{"question": f"{a} {b} {c}", "cot": [a, b, c], "answer": c} for a in "01" for b in "01" for c in "01"]
     tokenizer = build_word_level_tokenizer(examples)

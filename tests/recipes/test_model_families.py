@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaC
 from hf_icot.cot import render_line
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.tokenization import build_word_level_tokenizer
-from hf_icot.evaluation.exact_match import evaluate_generation
+from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from tests.hf_icot.tiny_task import counting_examples
 from tests.recipes.conftest import recipe_args, run_recipe
 

@@ -23,13 +23,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_icot.cot import cot_token_count
 from hf_icot.data.encoding import encode_prompt
-from hf_icot.evaluation.exact_match import (
-    evaluate_generation,
-    evaluate_generation_splits,
-    flatten_split_metrics,
-    reportable_metrics,
-)
 from hf_icot.evaluation.generation import generate_batched
+from hf_icot.evaluation.generation_accuracy import evaluate_generation, reportable_metrics
 from tests.recipes.conftest import RECIPE, REPO, TASK_ARGS, recipe_args, run_recipe, save_tiny_gpt2
 
 
@@ -114,7 +109,7 @@ def test_saved_model_reloads_and_generates_the_same_answers(full_run: dict) -> N
     import datasets
 
     folder = datasets.load_dataset(str(full_run["data"]), "mult_2x2")
-    again = flatten_split_metrics(evaluate_generation_splits(model, tokenizer, folder, splits=["validation", "test"]))
+    again = evaluate_generation(model, tokenizer, {name: folder[name] for name in ("validation", "test")})
     for key, value in full_run["metrics"].items():
         if key.endswith("_em"):
             assert again[key] == value, key
@@ -244,9 +239,7 @@ def test_two_cpu_processes_under_accelerate_launch(tiny_gpt2: Path, tmp_path: Pa
     # The metrics both processes computed from the gathered generations are what the saved model gives alone.
     tokenizer = AutoTokenizer.from_pretrained(output)
     saved = json.loads((output / "eval_results.json").read_text())
-    again = flatten_split_metrics(
-        evaluate_generation_splits(model, tokenizer, {name: _split(name) for name in ("validation", "test")})
-    )
+    again = evaluate_generation(model, tokenizer, {name: _split(name) for name in ("validation", "test")})
     assert {k: v for k, v in saved.items() if k.endswith("_em")} == {
         k: v for k, v in again.items() if k.endswith("_em")
     }

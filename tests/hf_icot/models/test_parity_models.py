@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 from datasets_builder import build_dataset
 from datasets_builder.tasks.parity import Params, cot_levels
-from hf_icot.evaluation.exact_match import evaluate_generation
+from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from hf_icot.modeling.loading import load_model_and_tokenizer
 from hf_icot.modeling.theory import (
     LinearAttentionParityConfig,
