@@ -47,7 +47,7 @@ from semiautomata_runs import (
 )
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
-from hf_icot.studies.claims import WITHDRAWN, update_ledger
+from hf_icot.studies.claims import WITHDRAWN, update_ledger, write_readme_verdicts
 from hf_icot.studies.report import fmt, read_json, write_table
 
 
@@ -334,6 +334,8 @@ def write_readme(
         facts[f"claim{index}_verdict"] = claim["verdict"]
     template = (Path(__file__).parent / "readme_template.md").read_text(encoding="utf-8")
     (out / "README.md").write_text(template.format(**facts), encoding="utf-8")
+    if (out / "claims.csv").exists():  # the verdict table, as `python -m hf_icot.studies claims` writes it
+        write_readme_verdicts(out / "README.md", out / "claims.csv")
 
 
 def main(argv: list[str] | None = None) -> None:

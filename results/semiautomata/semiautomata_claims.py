@@ -13,6 +13,7 @@ from typing import Any
 
 from semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
 
+from hf_icot.studies.claims import knife_edge
 from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import Summary, difference
 
@@ -68,15 +69,23 @@ def _above(summary: Summary | None, bound: float) -> bool:
     return summary is not None and summary.low is not None and summary.low > bound
 
 
+def _below(summary: Summary | None, bound: float, strict: bool = True) -> bool:
+    """The interval lies below ``bound`` (at or below it with ``strict=False``; a one-seed side has no interval: not
+    below)."""
+    if summary is None or summary.high is None:
+        return False
+    return summary.high < bound if strict else summary.high <= bound
+
+
 def _short(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
     return [f"{name} ({len(group)} seeds)" for name, group in groups.items() if len(group) < MIN_SEEDS]
 
 
-def _result(verdict: str, groups: dict[str, list[dict[str, Any]]], ours: str) -> dict[str, Any]:
+def _result(verdict: str, groups: dict[str, list[dict[str, Any]]], ours: str, flag: str = "") -> dict[str, Any]:
     short = _short(groups)
     if short:
-        verdict, ours = "pending", f"{ours}; short of {MIN_SEEDS} seeds: {', '.join(short)}"
-    return {"verdict": verdict, "seeds": sum(len(g) for g in groups.values()), "ours": ours}
+        verdict, ours, flag = "pending", f"{ours}; short of {MIN_SEEDS} seeds: {', '.join(short)}", ""
+    return {"verdict": verdict, "seeds": sum(len(g) for g in groups.values()), "ours": ours, "flag": flag}
 
 
 def groups_at(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict[str, Any]) -> dict:
@@ -112,7 +121,12 @@ def a1(groups: dict) -> dict[str, Any]:
     good = all(s.mean >= 0.95 - EPS and (s.low if s.low is not None else s.mean) >= 0.90 - EPS for s in found.values())
     verdict = "agree" if good else "disagree" if any(s.mean < 0.80 for s in found.values()) else "inconclusive"
     ours = "; ".join(f"{split} {_text(s)}" for split, s in found.items())
-    return _result(verdict, {"full CoT": cot}, f"full CoT, explicit: {ours}")
+    # the worst split against the cut nearest it (agree's 0.95, disagree's 0.80), its standard error over the seeds
+    worst = min(found, key=lambda split: found[split].mean)
+    figure, error = found[worst].mean, found[worst].std / found[worst].n ** 0.5 if found[worst].n > 1 else None
+    cut = 0.95 if abs(figure - 0.95) < abs(figure - 0.80) else 0.80
+    flag = knife_edge(figure, cut, error, f"full CoT's {worst} mean")
+    return _result(verdict, {"full CoT": cot}, f"full CoT, explicit: {ours}", flag)
 
 
 def a3(groups: dict) -> dict[str, Any]:
@@ -226,7 +240,7 @@ def a7(groups: dict, length: int) -> dict[str, Any]:
     works = on_id.mean >= -0.05 - EPS and (on_id.low if on_id.low is not None else on_id.mean) >= -0.10 - EPS
     if works and _above(on_ood, 0.05):
         verdict = "agree"
-    elif on_id.mean < -0.10 - EPS or on_ood.mean <= 0:
+    elif _below(on_id, -0.10 - EPS) or _below(on_ood, 0, strict=False):  # intervals, as agree's (issue 40)
         verdict = "disagree"
     else:
         verdict = "inconclusive"
@@ -300,7 +314,8 @@ def a8(groups: dict) -> dict[str, Any]:
     if len({p for p, _ in pairs}) < 2 or len({o for _, o in pairs}) < 2:
         return _result("inconclusive", named, f"{len(pairs)} runs; one side is constant, no rank correlation")
     rho, p_value = stats.spearmanr([p for p, _ in pairs], [o for _, o in pairs])
-    verdict = "agree" if rho >= 0.5 and p_value < 0.05 else "disagree" if rho <= 0 else "inconclusive"
+    significant = p_value < 0.05  # the same test for either side (issue 40)
+    verdict = "agree" if rho >= 0.5 and significant else "disagree" if rho <= 0 and significant else "inconclusive"
     return _result(verdict, named, f"Spearman rho {rho:.3f} (p = {p_value:.3g}) over {len(pairs)} runs")
 
 
@@ -325,7 +340,13 @@ def verdicts(
     found = {"A1": a1(groups), "A3": a3(groups), "A4": a4(groups), "A5": a5(groups, a5_screen_seed), "A6": a6(groups),
              "A7": a7(groups, point["T"]), "A8": a8(groups)}  # fmt: skip
     where = f"{point['automaton']} at T = {point['T']}: "
-    return {claim + suffix: {**found[claim], "ours": where + found[claim]["ours"]} for claim in claims}
+    # A6 reads the moduli C13-C17 of the point's kind of automaton, not the point's own automaton
+    kind = "groups" if point["automaton"].endswith(" group") else "counters"
+    moduli = ", ".join(f"C{m}" for m in sorted(PRIMES + COMPOSITES))
+    places = {"A6": f"the {kind} {moduli} at T = {point['T']}: "}
+    return {
+        claim + suffix: {**found[claim], "ours": places.get(claim, where) + found[claim]["ours"]} for claim in claims
+    }
 
 
 def table_rows(runs: list[dict[str, Any]], regime_runs: list[dict[str, Any]], point: dict) -> list[dict]:

@@ -365,7 +365,8 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
     for plot in ("second_round_claims", "second_round_probes"):
         assert (out / f"{plot}.png").stat().st_size > 20_000, plot
     readme = (out / "README.md").read_text()
-    assert "* **A6: agree** — C7 group at T = 16: composite (C14, C15) ID 0.885" in readme
+    assert "* **A6: agree** — the groups C13, C14, C15, C17 at T = 16: composite (C14, C15) ID 0.885" in readme
+    assert "| A6 | A6 | other | prime orders (C13, C17) are harder" in readme, "the verdict table, from the ledger"
     assert "left curriculum implicit ID 0.980 ± " in ledger["A3"]["ours"]  # the pilot's 0.10 is not in it
     assert [row["run"] for row in csv.DictReader((out / "pilots.csv").open())] == ["pilot_cyclic7_t16_left_step1_s0"]
 

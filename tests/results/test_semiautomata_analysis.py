@@ -127,3 +127,31 @@ def test_the_t64_screen_chooses_nothing_for_a_shape_short_of_its_three_runs(tmp_
     assert choose.main([str(tmp_path)]) == []
     assert "depth 16: the screen is not all recorded; no choice" in capsys.readouterr().err
     assert (tmp_path / "runs.yaml").read_text() == (REPO / "results/semiautomata/runs.yaml").read_text()
+
+
+def _run(mode: str, seed: int, test: float, ood: float, full: float | None = None) -> dict:
+    """A run at the counter C7, T = 32 with one OOD split; ``full``: the mixture's OOD read with its whole CoT."""
+    metrics = {f"test/{mode}/answer_em": test, f"test_ood_p0_1/{mode}/answer_em": ood}
+    if full is not None:
+        metrics["test_ood_p0_1/hint=32/answer_em"] = full
+    return {"mode": mode, "seed": seed, "metrics": metrics, "splits": {"test_ood_p0_1": {}}}
+
+
+def test_a7_disagrees_only_on_an_interval_beyond_its_margin_as_it_agrees_on_one():
+    claims = _claims()
+    left = [_run("implicit", s, 0.99 + 0.003 * s, 0.08) for s in range(3)]
+    # the mixture 0.17 behind without CoT, its interval across -0.10 (as A7-counter's -0.168 ± 0.088): no verdict
+    straddles = [_run("hint=0", s, v, 0.1, 0.75) for s, v in enumerate((0.74, 0.83, 0.92))]
+    groups = {"left curriculum": left, "mixture (hints)": straddles}
+    assert claims.a7(groups, 32)["verdict"] == "inconclusive"
+    beyond = [_run("hint=0", s, v, 0.1, 0.75) for s, v in enumerate((0.70, 0.71, 0.72))]  # wholly below -0.10
+    assert claims.a7({**groups, "mixture (hints)": beyond}, 32)["verdict"] == "disagree"
+
+
+def test_a1_flags_a_worst_split_within_one_standard_error_of_its_cut():
+    claims = _claims()
+    cot = [_run("explicit", s, 1.0, v) for s, v in enumerate((0.61, 0.91, 0.907))]  # mean 0.809, as A1-counter64
+    found = claims.a1({"full CoT": cot})
+    assert found["verdict"] == "inconclusive" and found["flag"].startswith("knife-edge: full CoT's test_ood_p0_1")
+    firm = [_run("explicit", s, 1.0, v) for s, v in enumerate((0.99, 1.0, 0.995))]
+    assert claims.a1({"full CoT": firm}) == {**claims.a1({"full CoT": firm}), "verdict": "agree", "flag": ""}
