@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import fill_section, pyplot, save_figure, write_table
 from hf_icot.studies.statistics import difference, summarize
 
@@ -142,9 +142,23 @@ def verdict_m1(rows: list[dict]) -> dict:
         verdict = "agree"
     elif len(scores) >= 3 and best["final"].mean < M1_FLOOR:
         verdict = "disagree"
+    elif len(scores) >= 3 or _m1_settled(settings):
+        verdict = "inconclusive"
+        ours += "" if len(scores) >= 3 else "; settled before every seed: the seeds still to come cannot change it"
     else:
-        verdict = "pending" if len(scores) < 3 else "inconclusive"
-    return {"verdict": verdict, "seeds": len(scores), "ours": ours}
+        verdict = "pending"
+    error = best["final"].std / len(scores) ** 0.5 if len(scores) > 1 else None
+    flag = knife_edge(best["final"].mean, M1_FLOOR, error, "the best setting's mean")
+    return {"verdict": verdict, "seeds": len(scores), "ours": ours, "flag": flag}
+
+
+def _m1_settled(settings: list[dict]) -> bool:
+    """No seed still to come (up to 3 per setting) can make M1 agree (every seed of one setting >= 0.90) or disagree
+    (the best setting's mean < 0.50: each setting's lowest mean has its missing seeds at 0)."""
+    finals = [[league.final_test(run) for run in row["runs"]] for row in settings]
+    can_agree = any(min(scores) >= M1_BAR for scores in finals if scores)
+    lowest_best = max((sum(scores) / max(3, len(scores)) for scores in finals if scores), default=0.0)
+    return not can_agree and lowest_best >= M1_FLOOR
 
 
 def verdict_m2(rows: list[dict]) -> dict:

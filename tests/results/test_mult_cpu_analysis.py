@@ -70,6 +70,7 @@ def test_the_stall_names_the_cot_token_whose_removal_was_not_absorbed(tmp_path):
     ("finals", "e2e", "verdict"),
     [
         ([0.95], 0.004, "pending"),  # one seed of the best setting: the screen is not a verdict
+        ([0.99, 0.575], 0.004, "inconclusive"),  # settled: seed 2 can neither lift 0.575 nor pull the mean under 0.50
         ([0.95, 0.92, 0.91], 0.004, "agree"),
         ([0.95, 0.92, 0.88], 0.004, "inconclusive"),  # one seed short of 0.90
         ([0.30, 0.20, 0.25], 0.004, "disagree"),  # the best setting's mean below 0.50
