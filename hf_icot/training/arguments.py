@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hf_icot.training.command_line import parse_config, parse_mapping
+from hf_icot.training.flag_cache import answer_early
 
 
 @dataclass
@@ -135,7 +137,11 @@ class ModelArguments:
 def parse_recipe_args(argv: Sequence[str] | None = None) -> tuple[ScriptArguments, Any, ModelArguments]:
     """A recipe's ``(ScriptArguments, ICoTConfig, ModelArguments)`` from ``--config file.yaml`` (defaults) and flags
     (overrides; a mapping flag such as ``--task_args`` or ``--scratch_model`` updates the file's key by key)."""
-    from hf_icot.training.config import ICoTConfig  # transformers' TrainingArguments: loaded when a recipe parses
+    # --help, a bad flag and these dataclasses' own checks answer from the flags kept by the last full parse, before
+    # ICoTConfig's module imports transformers' TrainingArguments (torch, accelerate, PEFT: seconds).
+    argv = list(sys.argv[1:] if argv is None else argv)
+    answer_early((ScriptArguments, ModelArguments, "hf_icot.training.config.ICoTConfig"), argv)
+    from hf_icot.training.config import ICoTConfig
 
     script_args, model_args, training_args = parse_config((ScriptArguments, ModelArguments, ICoTConfig), argv)
     return script_args, training_args, model_args

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import yaml
-from transformers import HfArgumentParser
 
 
 def parse_mapping(flag: str, value: Any) -> dict | None:
@@ -53,6 +52,10 @@ def parse_config(dataclass_types: type | Sequence[type], args: Sequence[str] | N
             invalid value.
         SystemExit: ``--help``, or a bad flag (status 2; one line on stderr: the reason and a pointer to ``--help``).
     """
+    from transformers import HfArgumentParser
+
+    from hf_icot.training.flag_cache import save_flags, type_name
+
     types = [dataclass_types] if isinstance(dataclass_types, type) else list(dataclass_types)
     args = list(sys.argv[1:] if args is None else args)
     pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
@@ -62,6 +65,7 @@ def parse_config(dataclass_types: type | Sequence[type], args: Sequence[str] | N
     parser = HfArgumentParser(types, allow_abbrev=False)
     one_line_errors(parser)
     parser.add_argument("--config", default=None, help="A YAML file whose keys set the defaults of the flags below.")
+    save_flags(parser, [type_name(kind) for kind in types])  # for --help and bad flags before the heavy imports
     defaults = read_config_file(known.config) if known.config is not None else {}
     accepted = {action.dest for action in parser._actions}
     unknown = sorted(set(defaults) - accepted)

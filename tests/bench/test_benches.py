@@ -18,6 +18,7 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 #: The tiny case of each bench: a few examples, steps and repeats of a model a few units wide.
 TINY = {
     "bench_build.py": ["--train-size", "64", "--repeat", "1"],
+    "bench_start_up.py": ["--repeat", "1"],
     "bench_collator.py": ["--rows", "200", "--repeat", "1"],
     "bench_inference.py": [
         "--a-digits", "2", "--b-digits", "2", "--n-examples", "8", "--batch-size", "8", "--repeats", "1",
@@ -82,6 +83,13 @@ def test_bench_answers_help_truthfully(path: Path) -> None:
     for flag in sorted({flag for line in commands for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", line)}):
         assert re.search(rf"{flag}\b", text), f"the docstring runs the bench with {flag}, which --help does not list"
     assert undocumented_options(text) == []
+
+
+def test_bench_start_up_prints_cold_and_kept_answers_and_that_they_agree() -> None:
+    out = run_bench("bench_start_up.py", *TINY["bench_start_up.py"])
+    timed = re.findall(rf"({NUMBER})s +({NUMBER})s +({NUMBER})x +(True|False)$", out, re.MULTILINE)
+    assert len(timed) == 2 and all(same == "True" for *_, same in timed), out
+    assert "--help" in out and "bad input (no data)" in out
 
 
 def test_bench_build_prints_a_row_per_task() -> None:
