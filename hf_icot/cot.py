@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
+if TYPE_CHECKING:  # the schema's Features are built on demand: importing datasets costs a recipe's --help a second
+    import datasets
 
 LINE_SEPARATOR = "||"
 ANSWER_PREFIX = "####"
@@ -37,6 +38,8 @@ FILLS = ("drop", "pad", "keep_position")
 def example_features(extra: Mapping[str, Any] | None = None, with_levels: bool = False) -> datasets.Features:
     """The ``datasets.Features`` of the shared schema, plus ``cot_level`` if asked and any task columns in ``extra``
     (a mapping of column name to a ``datasets`` feature, e.g. ``{"group": datasets.Value("string")}``)."""
+    import datasets
+
     columns: dict[str, Any] = {
         "question": datasets.Value("string"),
         "cot": datasets.Sequence(datasets.Value("string")),
