@@ -52,6 +52,8 @@ POINTS = ("decisive", "other")
 KINDS = ("claim", "question", "goal")
 #: The verdict only a hand edit may set (with a ``why``); :func:`update_ledger` leaves such a row untouched.
 WITHDRAWN = "withdrawn"
+#: The verdict whose row states, in its claim, the reading it agrees under (checked on every read and update).
+UNDER_OUR_READING = "agree under our reading"
 #: What :func:`update_ledger` may fill in from the records; the claim, its rule, links and history stay as committed.
 RESULT_COLUMNS = ("verdict", "flag", "seeds", "ours", "theirs", "why")
 #: The markers between which :func:`write_claims_index` writes a study README's verdict table.
@@ -73,6 +75,11 @@ def _check_row(path: Path, row: dict[str, str]) -> None:
         raise LedgerError(f"{path}: claim {claim!r} has the point {row['point']!r}; allowed: {', '.join(POINTS)}.")
     if row["kind"] not in ("", *KINDS):
         raise LedgerError(f"{path}: claim {claim!r} has the kind {row['kind']!r}; allowed: {', '.join(KINDS)}.")
+    if row["verdict"] == UNDER_OUR_READING and "reading" not in row["claim"]:
+        raise LedgerError(
+            f"{path}: claim {claim!r} agrees under our reading, but its claim does not state the reading; write it "
+            "there by hand ('..., under our reading: ...')."
+        )
     if row["verdict"] == WITHDRAWN and not row["why"].strip():
         raise LedgerError(
             f"{path}: claim {claim!r} is withdrawn with an empty why; say why it was dropped before its runs."
@@ -147,6 +154,11 @@ def update_ledger(path: str | os.PathLike, results: Mapping[str, Mapping[str, An
         if verdict == WITHDRAWN:
             raise LedgerError(
                 f"the analysis may not withdraw claim {claim_id!r}; withdraw it by hand in claims.csv, with a why."
+            )
+        if verdict == UNDER_OUR_READING and "reading" not in by_id[claim_id]["claim"]:
+            raise LedgerError(
+                f"claim {claim_id!r} would agree under our reading, but its claim does not state the reading; write "
+                "it there by hand, before the analysis sets this verdict."
             )
         by_id[claim_id].update({key: "" if value is None else str(value) for key, value in values.items()})
     write_ledger(path, rows)
