@@ -61,7 +61,7 @@ class RunOutputsMixin:
         if modes is None:
             hints = [mode for mode in self.args.eval_modes or [] if mode.startswith("hint=")]
             reference = ["reference"] if self.layout.is_reference else []  # the reference configs' headline
-            modes = ["latent"] if self.layout.latent else [*reference, "implicit", "explicit", *hints]
+            modes = [*reference, "implicit", "explicit", *hints]
         metrics = evaluate_generation(
             self.accelerator.unwrap_model(self.model),
             self.processing_class,
