@@ -50,6 +50,7 @@ from hf_icot.data.row_checks import arrow_table
 from hf_icot.errors import NonFiniteLossError  # noqa: F401  (raised by SafeRunMixin.training_step; its old home)
 from hf_icot.modeling.sizing import context_length
 from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
+from hf_icot.training.causal_mask import without_needless_mask
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
 from hf_icot.training.generation_eval import GenerationEvalCallback
@@ -331,6 +332,9 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         if inputs.pop(SKIP_KEY, False):
             # No forward or backward: parameters without a gradient are left alone by the optimizer step.
             return torch.zeros((), device=self.args.device)
+        if getattr(self, "latent_renderer", None) is None:  # a latent forward reads the mask itself
+            # Right padding that no label reads: without its mask SDPA takes its causal kernel (same loss).
+            inputs = without_needless_mask(model, inputs)
         return super().training_step(model, inputs, num_items_in_batch)  # a non-finite loss stops (SafeRunMixin)
 
     def _step_description(self, step: int) -> str:
