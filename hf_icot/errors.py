@@ -31,3 +31,12 @@ class RunPreempted(RunStopped):
     """A preemption signal arrived; a complete checkpoint was saved and the run can be resumed from it."""
 
     exit_status = PREEMPTED_EXIT_STATUS
+
+
+class PreemptedAfterTraining(BaseException):
+    """A preemption signal that arrived after the last optimizer step, raised wherever the run then was (the final
+    evaluation, saving, card or push) once the trained weights are in a checkpoint; ``str(error)`` says how to
+    continue. A ``BaseException``, as ``KeyboardInterrupt`` is, so that no ``except Exception`` of that work takes it
+    for its own failure; :func:`hf_icot.training.recipe.run_main` ends the run with it as with :class:`RunPreempted`."""
+
+    exit_status = PREEMPTED_EXIT_STATUS

@@ -7,7 +7,8 @@ stopped after a checkpoint (the sweep's ``resume_args``) and restarts one stoppe
 runs the rest ``jobs`` at a time. A run that fails is recorded as failed
 with its exit status and the last lines of its log, is not tried again unless asked (``retry_failed``), and the sweep
 goes on with the others. A run that exits with :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS` (it saved a checkpoint on a
-preemption signal) is not recorded: the next sweep resumes it. Children get SIGTERM when the harness dies (Linux), so a killed sweep leaves no run writing
+preemption signal) is not recorded: the next sweep resumes it; so is one that died of SIGTERM leaving a complete checkpoint
+(a command that does not catch the signal, or one stopped before it could). Children get SIGTERM when the harness dies (Linux), so a killed sweep leaves no run writing
 on its own; started again, it continues where it stopped.
 
 Two harnesses on one sweep (two shells, say, each with its ``--only`` patterns that overlap) do not run a run twice:
@@ -70,6 +71,16 @@ def git_commit_paths(paths: Sequence[Path], message: str) -> bool:
             return True
         time.sleep(1 + attempt)
     return False
+
+
+def _killed_with_a_checkpoint(code: int, output_dir: Path) -> bool:
+    """Whether a run that exited with ``code`` died of SIGTERM (``-15``, or ``143`` through a shell) after leaving a
+    complete checkpoint in ``output_dir``: preempted, as far as its next run can tell."""
+    from hf_icot.training.run_folder import last_complete_checkpoint
+
+    return (
+        code in (-int(signal.SIGTERM), 128 + int(signal.SIGTERM)) and last_complete_checkpoint(output_dir) is not None
+    )
 
 
 def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
@@ -218,7 +229,7 @@ class SweepRunner:
                 code = -int(signal.SIGKILL)
                 stream.write(f"\nharness: killed after the run's timeout of {run.timeout_s} s\n")
         wall = round(time.monotonic() - start, 1)
-        if code == PREEMPTED_EXIT_STATUS:  # its checkpoint is complete: a failure only of circumstances
+        if code == PREEMPTED_EXIT_STATUS or _killed_with_a_checkpoint(code, run.output_dir):  # only circumstances
             with self._lock:
                 self._done += 1
                 self.echo(

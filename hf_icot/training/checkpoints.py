@@ -11,7 +11,8 @@ in; :class:`CheckpointedTrainer` is the plain ``Trainer`` with it, for recipes w
 * :meth:`SafeRunMixin.end_processes` tears the process group down while the interpreter is alive (also at exit, when a
   script forgets);
 * a preemption signal saves a checkpoint at the end of the step and stops with :class:`~hf_icot.errors.RunPreempted`
-  (:mod:`hf_icot.training.preemption`);
+  (:mod:`hf_icot.training.preemption`); in a recipe's run, also after the last step: the trained weights are kept as a
+  checkpoint until the run ends, and a resumed run that finds every step done skips training;
 * a non-finite loss stops training before the optimizer step with :class:`~hf_icot.errors.NonFiniteLossError`;
 * a checkpoint that runs out of disk space is removed, and the run stops with :class:`~hf_icot.errors.DiskFullError`.
 """
@@ -31,12 +32,16 @@ import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from hf_icot.errors import NonFiniteLossError, RunPreempted
+from hf_icot.errors import DiskFullError, NonFiniteLossError, RunPreempted
 from hf_icot.publishing.disk_space import disk_full_error, folder_bytes, is_disk_full
 from hf_icot.training.preemption import DEFAULT_SIGNALS, PreemptionCallback, parse_signals
 from hf_icot.training.run_folder import CHECKPOINT_WRITING, TRAINER_STATE, checkpoint_problem, last_complete_checkpoint
 
 logger = logging.getLogger(__name__)
+
+
+def _has_optimizer_state(checkpoint: str) -> bool:
+    return any(name.startswith("optimizer") for name in os.listdir(checkpoint))
 
 
 def _end_processes_at_exit(trainer: weakref.ref) -> None:
@@ -53,6 +58,7 @@ class SafeRunMixin:
         preemption_signals``, SIGTERM for arguments without the field), and a script that forgets
         :meth:`end_processes` still tears the group down before interpreter shutdown."""
         self.preemption = PreemptionCallback(parse_signals(getattr(self.args, "preemption_signals", DEFAULT_SIGNALS)))
+        self.final_checkpoint: str | None = None  # what _save_final_checkpoint added, removed when the run ends
         self.add_callback(self.preemption)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             atexit.register(_end_processes_at_exit, weakref.ref(self))
@@ -94,6 +100,8 @@ class SafeRunMixin:
             ValueError: what :meth:`resolve_resume` refuses.
             hf_icot.errors.RunPreempted: a preemption signal arrived; its message says where the checkpoint is and
                 how to continue.
+            hf_icot.errors.PreemptedAfterTraining: in a recipe's run, a signal arrived after the last step began
+                (raised once the last step's checkpoint is saved).
         """
         output = super().train(
             resume_from_checkpoint=self.resolve_resume(resume_from_checkpoint), trial=trial, **kwargs
@@ -106,7 +114,71 @@ class SafeRunMixin:
                 f"preempted by {name} after step {step} of {self.state.max_steps}: saved {folder}; continue with "
                 "the same command and --resume_from_checkpoint true."
             )
+        if self.preemption.through_end:
+            folder = self._save_final_checkpoint()
+            if folder is not None:
+                steps = f"{self.state.global_step} of {self.state.max_steps}"
+                self.preemption.raise_from_now_on(
+                    lambda name: (
+                        f"preempted by {name} after the last step ({steps}): saved {folder}; continue with "
+                        "the same command and --resume_from_checkpoint true, which skips training."
+                    ),
+                    self.args,
+                )
+            else:  # unguarded: a signal keeps its usual effect rather than being caught and ignored
+                self.preemption.release()
         return output
+
+    def _init_training_state(
+        self, max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
+    ):
+        # Resumed with every step done (a run stopped after training): no epoch to run, not even the rest of one.
+        epochs, steps = super()._init_training_state(
+            max_steps, num_update_steps_per_epoch, num_train_epochs, resume_from_checkpoint, trial
+        )
+        if resume_from_checkpoint is None or self.state.global_step < max_steps:
+            if (
+                resume_from_checkpoint is not None
+                and not self.args.save_only_model
+                and not _has_optimizer_state(resume_from_checkpoint)
+            ):
+                raise ValueError(
+                    f"{resume_from_checkpoint} holds only the weights of a finished run ({self.state.global_step} "
+                    f"steps), not its optimizer, so it cannot train on to {max_steps} steps; resume with the "
+                    "run's own number of steps, or start a new run from its model."
+                )
+            return epochs, steps
+        return num_train_epochs, 0
+
+    def _save_final_checkpoint(self) -> str | None:
+        """The checkpoint of the last step, saved now if training left none: what a run stopped after training
+        resumes from, with nothing left to train, so it holds the weights and trainer state only (no optimizer).
+        Returns its folder; None when the disk has no room for it (the run goes on, unguarded)."""
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        last = self._last_checkpoint()
+        if last is not None and os.path.basename(last) == name:
+            return last
+        saved = self.args.save_only_model, self.args.save_total_limit
+        self.args.save_only_model, self.args.save_total_limit = True, None  # no rotation: it goes when the run ends
+        try:
+            self._save_checkpoint(self.model, trial=None)
+        except DiskFullError as error:
+            logger.warning("%s Going on without it: a preemption from now on loses the training.", error)
+            return None
+        finally:
+            self.args.save_only_model, self.args.save_total_limit = saved
+        self.final_checkpoint = os.path.join(self.args.output_dir, name)
+        return self.final_checkpoint
+
+    def finish_run(self, succeeded: bool) -> None:
+        """End of the run (:class:`hf_icot.training.recipe.RecipeRun` calls it): a finished run removes the
+        checkpoint :meth:`_save_final_checkpoint` added (its weights are the saved model), then the preemption
+        signals get their handlers back."""
+        self.preemption.hold()  # the work is done: a signal now must not leave a half-removed checkpoint
+        if succeeded and self.final_checkpoint is not None and self.args.should_save:
+            shutil.rmtree(self.final_checkpoint, ignore_errors=True)
+        self.final_checkpoint = None
+        self.preemption.release()
 
     def _step_description(self, step: int) -> str:
         """What messages say of ``step`` beyond its number (a curriculum's stage); empty here."""

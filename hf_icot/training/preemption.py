@@ -8,6 +8,12 @@ signal may reach them at different steps), ``TrainerControl.should_save`` saves 
 save ``should_training_stop`` ends the loop; the trainer then raises :class:`hf_icot.errors.RunPreempted`, whose
 exit status is :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS`. The stop is set after the save so that the checkpoint's
 ``TrainerControl`` state does not carry it into the resumed run.
+
+Through the end of a run: a :class:`hf_icot.training.recipe.RecipeRun` sets :attr:`PreemptionCallback.through_end`,
+so the signals stay caught after ``train()`` until the run ends. Once training is over the trainer saves the last
+step's weights as a checkpoint (if training left none) and calls :meth:`PreemptionCallback.raise_from_now_on`: a
+signal then raises :class:`hf_icot.errors.PreemptedAfterTraining` where the run is (evaluating, saving, pushing), and
+the resumed run skips training and redoes only what follows it.
 """
 
 from __future__ import annotations
@@ -15,10 +21,13 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
+
+from hf_icot.errors import PreemptedAfterTraining
 
 logger = logging.getLogger(__name__)
 
@@ -57,17 +66,45 @@ class PreemptionCallback(TrainerCallback):
         self.received: signal.Signals | None = None
         self.preempted_at: int | None = None
         self._previous: dict[signal.Signals, Any] = {}
+        #: Keep catching the signals after ``train()``, until :meth:`release` (a recipe's run sets it).
+        self.through_end = False
+        self._after_training: Callable[[str], str] | None = None  # the signal's name -> what to raise with
 
     def _catch(self, number: int, frame: Any) -> None:
         self.received = signal.Signals(number)
+        if self._after_training is not None:
+            raise PreemptedAfterTraining(self._after_training(self.received.name))
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.received, self.preempted_at = None, None
+        self.received, self.preempted_at, self._after_training = None, None, None
         if threading.current_thread() is threading.main_thread():  # Python installs handlers in the main thread only
             for number in self.signals:
-                self._previous[number] = signal.signal(number, self._catch)
+                previous = signal.signal(number, self._catch)
+                self._previous.setdefault(number, previous)  # a second train() in one run keeps the first's
 
     def on_train_end(self, args, state, control, **kwargs):
+        if not self.through_end:
+            self.release()
+
+    def raise_from_now_on(self, message: Callable[[str], str], args: Any) -> None:
+        """After training, with its weights saved: from now until :meth:`release`, a signal raises
+        :class:`~hf_icot.errors.PreemptedAfterTraining` with ``message(signal name)`` where the run is.
+
+        Raises:
+            hf_icot.errors.PreemptedAfterTraining: a signal arrived (on any process) since the last step began.
+        """
+        self._after_training = message  # first: a signal during the agreement below raises as it returns
+        if self._agreed(args):
+            self._after_training = None
+            raise PreemptedAfterTraining(message(self.received.name if self.received is not None else "a signal"))
+
+    def hold(self) -> None:
+        """Go back to recording a signal without acting on it: the run's work is done, what is left must finish."""
+        self._after_training = None
+
+    def release(self) -> None:
+        """Give the signals back their handlers of before the run (a no-op when none were taken)."""
+        self._after_training = None
         for number, previous in self._previous.items():
             signal.signal(number, previous)
         self._previous = {}

@@ -21,8 +21,13 @@ Entering the run, in this order and before any data are built:
    ``--resume_from_checkpoint PATH|true`` names a complete checkpoint of this run (:attr:`RecipeRun.resume_from`);
 4. ``transformers.set_seed(training_args.seed)``.
 
-Leaving it, every tracked trainer tears its process group down (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.
-end_processes`), also when the study's steps raise.
+A tracked trainer catches the preemption signals until the run ends, not only while it trains: once training is over
+its weights wait in a checkpoint, and a signal during the final evaluation, saving, card or push ends the run with
+exit status 75 and the line to continue (:mod:`hf_icot.training.preemption`).
+
+Leaving it, every tracked trainer removes that checkpoint if the run finished, gives the signals back
+(:meth:`~hf_icot.training.checkpoints.SafeRunMixin.finish_run`) and tears its process group down
+(:meth:`~hf_icot.training.checkpoints.SafeRunMixin.end_processes`), also when the study's steps raise.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class RecipeRun:
         # Left to interpreter shutdown, the process group's threads can abort a rank (SIGABRT).
         try:
             for trainer in self.trainers:
+                trainer.finish_run(succeeded=exc_info[0] is None)
                 trainer.end_processes(wait=exc_info[0] is None)
         finally:
             self._release()
@@ -107,7 +113,9 @@ class RecipeRun:
             self.lock.release()
 
     def track(self, trainer: Any) -> Any:
-        """Tear ``trainer``'s processes down when the run ends; returns it."""
+        """Guard ``trainer``'s run against preemption through its end, and tear its processes down when the run
+        ends; returns it."""
+        trainer.preemption.through_end = True
         self.trainers.append(trainer)
         return trainer
 
@@ -171,15 +179,16 @@ def run_main(
     import logging
     import sys
 
-    from hf_icot.errors import RunPreempted, RunStopped
+    from hf_icot.errors import PreemptedAfterTraining, RunPreempted, RunStopped
     from hf_icot.training.arguments import parse_recipe_args
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         main(*(parse or parse_recipe_args)())
-    except RunStopped as error:
+    except (RunStopped, PreemptedAfterTraining) as error:
         if _is_main_process():  # every process stops with it; one says why
-            print(f"{'' if isinstance(error, RunPreempted) else 'error: '}{error}", file=sys.stderr, flush=True)
+            preempted = isinstance(error, (RunPreempted, PreemptedAfterTraining))
+            print(f"{'' if preempted else 'error: '}{error}", file=sys.stderr, flush=True)
         sys.exit(error.exit_status)
     except errors as error:
         sys.exit(f"error: {error}")

@@ -8,14 +8,17 @@ process at a chosen moment; launched by the resume tests.
     python tests/recipes/killed_recipe.py sigterm N RECIPE_ARGS...      # SIGTERM to itself as step N + 1 begins
     python tests/recipes/killed_recipe.py sigusr1 N RECIPE_ARGS...      # the same with SIGUSR1
     python tests/recipes/killed_recipe.py hold N RECIPE_ARGS...         # wait as step N + 1 begins (see below)
+    python tests/recipes/killed_recipe.py sigterm_group evaluation RECIPE_ARGS...  # after training (see below)
 
 ``step`` kills once N steps are done (every checkpoint up to N is written), for any ``Trainer``; ``checkpoint`` kills
 after the model, optimizer and scheduler of checkpoint-N are on disk but before its RNG state and
 ``trainer_state.json``; ``final_model`` writes half of the final model's safetensors bytes, then kills. ``sigterm``
 and ``sigusr1`` send the signal instead of killing, as a scheduler warns a job before it kills it, from the first
 process only under ``accelerate launch`` (the others must learn of it from that one). ``hold`` writes
-``$ICOT_TEST_HOLD/held`` and waits until ``$ICOT_TEST_HOLD/release`` exists (every process). The command line after the
-moment and N is the recipe's own.
+``$ICOT_TEST_HOLD/held`` and waits until ``$ICOT_TEST_HOLD/release`` exists (every process). ``sigterm_group``
+sends SIGTERM to its whole process group (as a scheduler's cancel does; start the command in a session of its own),
+from the first process, once training is over: as the final ``evaluation`` begins, as the final model is ``saved``,
+or as the run folder is ``pushed``. The command line after the moment and N is the recipe's own.
 """
 
 from __future__ import annotations
@@ -112,12 +115,42 @@ def kill_in_final_model() -> None:
     modeling_utils.safe_save_file = safe_save_file
 
 
+def signal_group_after_training(moment: str) -> None:
+    import hf_icot.publishing.hub as hub
+    from hf_icot.training.outputs import RunOutputsMixin
+
+    def signal_group() -> None:
+        if os.environ.get("RANK", "0") == "0":
+            sys.stderr.flush()
+            os.killpg(0, signal.SIGTERM)
+
+    def before(original, trained_first=None):
+        def patched(*args, **kwargs):
+            if trained_first is None or trained_first(*args):
+                signal_group()
+            return original(*args, **kwargs)
+
+        return patched
+
+    if moment == "evaluation":  # the final evaluation: generation once every step is done
+        name = "evaluate_generation" if hasattr(RunOutputsMixin, "evaluate_generation") else "evaluate_splits"
+        trained = lambda trainer, *_: trainer.state.global_step >= trainer.state.max_steps  # noqa: E731
+        setattr(RunOutputsMixin, name, before(getattr(RunOutputsMixin, name), trained))
+    elif moment == "saved":
+        hub.move_into = before(hub.move_into)
+    else:
+        hub.push_output_dir = before(hub.push_output_dir)
+
+
 if __name__ == "__main__":
     arguments = sys.argv[1:]
     if arguments[0] == "--recipe":
         RECIPE, arguments = REPO / arguments[1], arguments[2:]
     sys.path.insert(0, str(RECIPE.parent))  # the recipe's sibling modules, as running it as a script puts them
     moment, at, *recipe_argv = arguments
+    if moment == "sigterm_group":
+        signal_group_after_training(at)
+        at = "0"
     {
         "step": kill_at_step,
         "checkpoint": kill_in_checkpoint,
@@ -125,6 +158,7 @@ if __name__ == "__main__":
         "sigterm": lambda n: signal_at_step(n, signal.SIGTERM),
         "sigusr1": lambda n: signal_at_step(n, signal.SIGUSR1),
         "hold": hold_at_step,
+        "sigterm_group": lambda _: None,
     }[moment](int(at))
     sys.argv = [str(RECIPE), *recipe_argv]
     runpy.run_path(str(RECIPE), run_name="__main__")

@@ -191,9 +191,10 @@ def test_a_failing_run_is_recorded_once_with_its_status_and_log_and_the_sweep_go
     assert [line.split()[0] for line in calls(study)].count("broken") == 2
 
 
-def test_a_preempted_run_is_not_recorded_as_failed_and_the_next_sweep_resumes_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["exit", "sigterm"])  # exit status 75, or death by SIGTERM after a checkpoint
+def test_a_preempted_run_is_not_recorded_as_failed_and_the_next_sweep_resumes_it(how: str, tmp_path: Path) -> None:
     study = write_sweep(tmp_path / "study", [
-        {"name": "preempted", "seed": 0, "args": ["--preempted"]},
+        {"name": "preempted", "seed": 0, "args": ["--preempted", how]},
         {"name": "fine", "seed": 1},
     ])  # fmt: skip
     result = harness("run", str(study))
