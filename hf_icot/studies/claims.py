@@ -240,13 +240,23 @@ def _tally(claims: list[dict[str, str]]) -> str:
     return ", ".join(f"{count} {verdict}" for verdict, count in counts.items() if count) or "none"
 
 
+def _verdict_cell(row: Mapping[str, str]) -> str:
+    """The verdict, with the word it held before a re-read (``history``: ``<old> until re-read on <date>: ...``)."""
+    old = row["history"].split(" until ", 1)[0] if " until " in row["history"] else ""
+    return f"{row['verdict']} (re-read; was {old})" if old else row["verdict"]
+
+
 def _claims_table(claims: list[dict[str, str]], points: dict[str, list[tuple[str, dict[str, str]]]]) -> list[str]:
-    lines = ["| claim | kind | study | verdict (its decisive point's) | decisive row | other points | flag |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| claim | kind | study | the claim | verdict (its decisive row's) | decisive row | other points | flag |",
+             "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for row in claims:
         claim = _claim_of(row)
-        others = "; ".join(f"{study}/{other['id']}: {other['verdict']}" for study, other in points[claim]) or "—"
-        cells = [claim, _kind_of(row), row["study"], row["verdict"], row["id"], others, row["flag"]]
+        others = "; ".join(
+            f"{study}/{other['id']}: {_verdict_cell(other)}" + (" (knife-edge)" if other["flag"] else "")
+            for study, other in points[claim]
+        )
+        cells = [claim, _kind_of(row), row["study"], row["claim"], _verdict_cell(row), row["id"], others or "—",
+                 row["flag"]]  # fmt: skip
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     return lines
 

@@ -66,10 +66,12 @@ def test_claims_md_tallies_each_claim_once_by_its_decisive_row_and_our_goals_apa
         _row("A1-later", "agree in kind", claim_id="A1", point="decisive"),
         _row("G1", "pending", kind="goal"),
     ])  # fmt: skip
-    _study(tmp_path, "beta", [_row("B1", "disagree"), _row("Q1", "agree", kind="question")])
+    was = "disagree until re-read on 2026-12-04: the old rule's mean"
+    _study(tmp_path, "beta", [_row("B1", "inconclusive", history=was), _row("Q1", "agree", kind="question")])
     text = claims_markdown(tmp_path)
-    assert "## The papers' claims: 2 claims, 1 agree in kind, 1 disagree" in text
-    assert "| A1 | claim | alpha | agree in kind | A1-later | alpha/A1: inconclusive |  |" in text
+    assert "## The papers' claims: 2 claims, 1 agree in kind, 1 inconclusive" in text
+    assert "| A1 | claim | alpha | claim A1-later | agree in kind | A1-later | alpha/A1: inconclusive |  |" in text
+    assert "| B1 | claim | beta | claim B1 | inconclusive (re-read; was disagree) | B1 | — |  |" in text
     assert "## Our own questions and reproduction goals: 2, 1 agree, 1 pending" in text
     assert "| [alpha](alpha/README.md) | 3 rows: 1 agree in kind, 1 inconclusive, 1 pending |" in text
 
