@@ -4,7 +4,7 @@
     python -m hf_icot.studies commands results/semiautomata      # one shell line per run still to do
     python -m hf_icot.studies status results/semiautomata
     python -m hf_icot.studies adopt results/semiautomata         # record runs kept before the harness existed
-    python -m hf_icot.studies claims                             # results/CLAIMS.md from every claims.csv
+    python -m hf_icot.studies claims                             # results/CLAIMS.md and READMEs' verdict tables
 
 Run it from the repository root: the sweep's commands and run folders are relative to it.
 """
@@ -51,7 +51,9 @@ def _parser() -> argparse.ArgumentParser:
         "adopt", help="record the runs whose records were kept before the harness (a record folder with no sweep.json)"
     )
     adopt.add_argument("study", help="the study's results folder, holding runs.yaml")
-    claims = commands.add_parser("claims", help=f"write results/{INDEX_FILE} from every study's claims.csv")
+    claims = commands.add_parser(
+        "claims", help=f"write results/{INDEX_FILE} and each study README's verdict table from every claims.csv"
+    )
     claims.add_argument("--results", default="results", help="the folder of the studies (default: results)")
     return parser
 
