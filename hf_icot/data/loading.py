@@ -36,10 +36,13 @@ def load_icot_dataset(
         tokenizer: with ``unit="token"``, count tokens of this tokenizer instead of space-separated words.
         split: return only this split (a ``Dataset``); None returns every split (a ``DatasetDict``).
 
+    A local folder's rows are cached by its files' content (:func:`_content_cache_dir`): a file rewritten with
+    other rows is read anew, whatever its modification time.
+
     Raises:
         ValueError: ``path_or_repo`` holds no dataset, ``config`` or ``split`` does not exist (the message lists the
-            ones that do), the truncation spec is malformed, or it removes more units than an example's CoT has
-            (the message names the split and example).
+            ones that do), a Parquet file of a local folder is cut short (naming it), the truncation spec is
+            malformed, or it removes more units than an example's CoT has (the message names the split and example).
     """
     configs = _config_names(path_or_repo)
     if config not in configs:
@@ -47,7 +50,7 @@ def load_icot_dataset(
     spec = TruncationSpec.parse(truncation) if isinstance(truncation, str) else truncation
 
     try:
-        loaded = datasets.load_dataset(path_or_repo, config)
+        loaded = datasets.load_dataset(path_or_repo, config, cache_dir=_content_cache_dir(path_or_repo, config))
     except (FileNotFoundError, ConnectionError) as error:
         raise ValueError(_not_loadable(path_or_repo, error)) from None
     except datasets.exceptions.DatasetGenerationError as error:  # files that do not fit the card's schema
@@ -168,6 +171,56 @@ def _config_names(path_or_repo: str) -> list[str]:
         return datasets.get_dataset_config_names(path_or_repo)
     except (FileNotFoundError, ConnectionError) as error:
         raise ValueError(_not_loadable(path_or_repo, error)) from None
+
+
+#: What a local dataset folder's rows may be stored in (the formats ``datasets`` reads from a folder).
+DATA_FILE_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv", ".txt")
+PARQUET_MAGIC = b"PAR1"  # a Parquet file begins and ends with it
+
+
+def _content_cache_dir(path_or_repo: str, config: str) -> str | None:
+    """For a local folder, a ``datasets`` cache folder named by the SHA-256 of its data files' bytes (those of
+    ``config``'s subfolder when it has one) and of its card; None for a Hub id (the Hub keys files by revision).
+
+    The ``datasets`` cache knows a local file by its path and modification time only, so a file rewritten with other
+    rows and the same time (``cp -p``, ``rsync -t``, an unpacked archive) would be served with its old rows.
+
+    Raises:
+        ValueError: a Parquet file that is cut short or is no Parquet file (naming it).
+    """
+    import hashlib
+
+    folder = Path(path_or_repo)
+    if not folder.is_dir():
+        return None
+    scope = folder / config if (folder / config).is_dir() else folder
+    files = sorted(p for p in scope.rglob("*") if p.is_file() and p.suffix in DATA_FILE_SUFFIXES)
+    digest = hashlib.sha256()
+    for path in [*files, folder / "README.md"]:
+        if not path.is_file():
+            continue
+        if path.suffix == ".parquet":
+            _check_parquet_ends(path)
+        digest.update(str(path.relative_to(folder)).encode() + b"\0")
+        with open(path, "rb") as stream:
+            while chunk := stream.read(1 << 20):
+                digest.update(chunk)
+        digest.update(b"\0")
+    return os.path.join(datasets.config.HF_DATASETS_CACHE, "hf_icot_local", digest.hexdigest()[:32])
+
+
+def _check_parquet_ends(path: Path) -> None:
+    """Refuse a file that does not begin and end with Parquet's magic bytes (a copy cut short loses its footer)."""
+    size = path.stat().st_size
+    with open(path, "rb") as stream:
+        head = stream.read(4)
+        stream.seek(max(size - 4, 0))
+        tail = stream.read(4)
+    if size < 12 or head != PARQUET_MAGIC or tail != PARQUET_MAGIC:
+        raise ValueError(
+            f"{str(path)!r} is cut short or is not a Parquet file ({size} bytes, no Parquet footer); copy it again "
+            "or rebuild the dataset with `python -m datasets_builder build`."
+        )
 
 
 def _unreadable_rows(path_or_repo: str, config: str, error: Exception) -> str:

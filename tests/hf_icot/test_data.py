@@ -99,3 +99,36 @@ def test_an_evaluation_split_comes_from_a_text_file_or_a_published_dataset(tmp_p
         read_evaluation_split(f"{folder}:nope:test")
     with pytest.raises(ValueError, match=r"evaluation file 'missing\.txt' does not exist"):
         read_evaluation_split("missing.txt")
+
+
+def test_a_file_rewritten_with_other_rows_and_the_same_size_and_time_is_read_anew(tmp_path):
+    import os
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "published"
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "test.txt").write_text("1 2 * 3 4||5 6 #### 7 8\n")
+    publish.build_config(out, "reference_text", reference_text.Params(path=[str(source)], config="one"))
+    (path,) = (out / "one").glob("test*.parquet")
+    assert load_icot_dataset(str(out), "one", split="test")["answer"] == ["7 8"]
+    table = pq.read_table(path)
+    stat = path.stat()
+    pq.write_table(table.set_column(table.schema.get_field_index("answer"), "answer", [["9 9"]]), path)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as `cp -p`, `rsync -t` or an unpacked archive leave it
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
+    assert load_icot_dataset(str(out), "one", split="test")["answer"] == ["9 9"]
+
+
+def test_a_cut_short_parquet_file_is_named_in_one_sentence(folder):
+    (path,) = (folder / "mixed").glob("test*.parquet")
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(ValueError) as caught:
+        load_icot_dataset(str(folder), "mixed")
+    message = str(caught.value)
+    assert message.startswith(f"{str(path)!r} is cut short or is not a Parquet file (")
+    assert message.endswith(
+        "no Parquet footer); copy it again or rebuild the dataset with `python -m datasets_builder build`."
+    )
+    assert len(message) < 300 + len(str(path))
