@@ -2,6 +2,7 @@
 
     python -m hf_icot.studies run results/semiautomata --jobs 2 --threads 1 --commit
     python -m hf_icot.studies commands results/semiautomata      # one shell line per run still to do
+    python -m hf_icot.studies slurm results/semiautomata --partition cpu --time 02:00:00   # a Slurm job array
     python -m hf_icot.studies status results/semiautomata
     python -m hf_icot.studies adopt results/semiautomata         # record runs kept before the harness existed
     python -m hf_icot.studies claims                             # results/CLAIMS.md and READMEs' verdict tables
@@ -45,6 +46,20 @@ def _parser() -> argparse.ArgumentParser:
     commands_parser = commands.add_parser("commands", help="print one shell line per run still to do")
     commands_parser.add_argument("study", help="the study's results folder, holding runs.yaml")
     commands_parser.add_argument("--all", action="store_true", help="every run, recorded ones too")
+    slurm = commands.add_parser(
+        "slurm", help="write a Slurm job-array script and a manifest of the runs still to do (sbatch the script)"
+    )
+    slurm.add_argument("study", help="the study's results folder, holding runs.yaml")
+    slurm.add_argument("--partition", default=None, help="sbatch --partition (default: the cluster's)")
+    slurm.add_argument("--time", default=None, help="sbatch --time per task, e.g. 02:00:00 (default: the cluster's)")
+    slurm.add_argument(
+        "--cpus-per-task", type=int, default=1, help="sbatch --cpus-per-task, also each run's threads (default 1)"
+    )
+    slurm.add_argument("--max-parallel", type=int, default=None, help="at most this many tasks at once (--array %%M)")
+    slurm.add_argument("--retry-failed", action="store_true", help="also run the runs recorded as failed")
+    slurm.add_argument(
+        "--out", default=None, help="folder for job.sh, manifest.txt and logs/ (default: outputs/slurm/<study>)"
+    )
     status = commands.add_parser("status", help="where each run of a sweep stands")
     status.add_argument("study", help="the study's results folder, holding runs.yaml")
     adopt = commands.add_parser(
@@ -82,6 +97,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             for run in sweep.runs:
                 if args.all or run.state() not in ("recorded", "failed"):
                     print(run.shell_line())
+            return 0
+        if args.command == "slurm":
+            from hf_icot.studies.slurm import write_slurm_job
+
+            out = args.out or f"outputs/slurm/{sweep.study}"
+            job = write_slurm_job(
+                sweep, args.study, out, args.partition, args.time, args.cpus_per_task, args.max_parallel,
+                args.retry_failed,
+            )  # fmt: skip
+            if job is None:
+                print(f"{sweep.study}: every run is recorded; nothing to submit")
+                return 0
+            print(f"wrote {job.script} and {job.manifest} ({len(job.runs)} runs); submit with: sbatch {job.script}")
             return 0
         if args.command == "status":
             states = {run.name: run.state() for run in sweep.runs}
