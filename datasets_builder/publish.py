@@ -339,10 +339,10 @@ def push(
 
     Raises:
         ValueError: ``folder`` is not a built dataset, or ``repo_id`` is malformed.
-        PushError: the Hub could not be reached or refused the push (one sentence with the retry command of
-            :func:`push_command`, token never included).
+        PushError: offline mode, or the Hub could not be reached or refused the push (one sentence with the retry
+            command of :func:`push_command`, token never included).
     """
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, constants
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     folder = Path(folder)
@@ -356,6 +356,10 @@ def push(
             f"repo id {repo_id!r} is not valid; write 'namespace/name' with letters, digits, -, _ or ."
         ) from None
 
+    if constants.is_offline_mode():  # the same command is the retry: no need to spell it out (paths run long)
+        raise PushError(
+            f"cannot push {folder} to {repo_id}: HF_HUB_OFFLINE is set; unset it and run the same command."
+        )
     api = HfApi(token=token)
     message = commit_message or f"Upload hf_icot dataset configs: {', '.join(records)}"
     try:

@@ -102,24 +102,33 @@ def is_word_level(tokenizer: Any) -> bool:
 
 
 def check_words(dataset: Mapping[str, Any], tokenizer: Any) -> None:
-    """Check that a word-level ``tokenizer`` knows every word of ``dataset``'s question, cot and answer columns (no-op
-    for other tokenizers, which represent any text).
+    """Check that a word-level ``tokenizer`` knows every word of ``dataset``'s question, cot and answer columns (other
+    tokenizers represent any text), and that no word is the tokenizer's unknown token itself (``<unk>`` in the data
+    could not be told from a word the tokenizer lacks).
 
     Raises:
-        ValueError: the first unknown word, naming the split, the row and the column.
+        ValueError: the first unknown word, or the unknown token as a word, naming the split, the row and the column.
     """
-    if not is_word_level(tokenizer):
+    word_level, unk = is_word_level(tokenizer), getattr(tokenizer, "unk_token", None)
+    if not word_level and unk is None:
         return
-    vocabulary = tokenizer.get_vocab()
+    vocabulary = tokenizer.get_vocab() if word_level else {}
     for name, split in dataset.items():
         table = arrow_table(split)
         for column in REQUIRED:
-            unknown = {word for word in column_words(table, column) if word not in vocabulary}
+            unknown = {
+                word for word in column_words(table, column) if word == unk or (word_level and word not in vocabulary)
+            }
             if not unknown:
                 continue
             for row, value in enumerate(table.column(column).to_pylist()):
                 text = " ".join(value) if column == "cot" else value
                 word = next((word for word in text.split() if word in unknown), None)
+                if word is not None and word == unk:
+                    raise ValueError(
+                        f"{_where(name, row, column)} has the word {word!r}, the tokenizer's unknown token, which "
+                        "could not be told from a word the tokenizer lacks; write it otherwise in the data."
+                    )
                 if word is not None:
                     raise ValueError(
                         f"{_where(name, row, column)} has the word {word!r}, which the word-level tokenizer does not "

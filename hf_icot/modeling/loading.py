@@ -79,10 +79,12 @@ def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
     if unknown:  # a config class takes any keyword, so a typo would be ignored silently
         close = difflib.get_close_matches(unknown[0], known, n=1)
         own = sorted(k for k in known - set(PretrainedConfig().to_dict()) - set(ids) if not k.startswith("_"))
+        nearest = difflib.get_close_matches(unknown[0], own, n=3, cutoff=0.0)  # all of them run to 500 characters
         raise ValueError(
             f"--scratch_model field {unknown[0]!r} is not a {config_class.__name__} field"
             + (f" (did you mean {close[0]!r})" if close else "")
-            + f"; the {family} fields are {', '.join(own)}."
+            + f"; the {family} fields spelled nearest are {', '.join(nearest)} ({config_class.__name__}'s "
+            "documentation lists the others)."
         )
     taken = sorted(set(fields) & set(ids))
     if taken:
@@ -248,6 +250,10 @@ def load_model_for_run(args: ModelArguments, layout: SequenceLayout, dataset: Ma
         ValueError: as :func:`load_model_and_tokenizer`, :func:`widen_positions` and :func:`apply_lora`.
     """
     model, tokenizer = load_model_and_tokenizer(args, layout, dataset)
+    if args.scratch_model is not None:  # built from the data's words, but one of them may be its <unk>
+        from hf_icot.data.row_checks import check_words
+
+        check_words(dataset, tokenizer)
     if args.n_positions is not None:
         widen_positions(model, args.n_positions)
     if args.reinitialize_weights:

@@ -59,6 +59,9 @@ class RunArguments(TrainingArguments):
         from hf_icot.training.preemption import parse_signals
 
         parse_signals(self.preemption_signals)  # a wrong name fails here, before any data are built
+        for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):
+            if getattr(self, name) < 1:  # torch would say it only once the data are built, naming no flag
+                raise ValueError(f"{name} {getattr(self, name)} is not allowed; it must be >= 1.")
         if os.path.exists(self.output_dir) and not os.path.isdir(self.output_dir):  # Trainer would fail after the data
             raise ValueError(f"output_dir {self.output_dir!r} is a file; give a folder (new, or one to write into).")
 

@@ -293,14 +293,18 @@ def test_push_to_a_branch(built, loopback_hub):  # noqa: F811
     assert loopback_hub.files("tester/branchy") == {}
 
 
-def test_push_in_offline_mode_says_so(built):
+def test_push_in_offline_mode_says_so_in_a_sentence_that_fits_an_ordinary_path(tmp_path):
     # conftest sets HF_HUB_OFFLINE=1 for every test that does not ask for the loopback Hub
-    with pytest.raises(
-        publish.PushError,
-        match=r"^pushing .* to tester/offline failed: HF_HUB_OFFLINE is set \(unset it to reach the Hub\); "
-        r"the local folder is unchanged, so retry with `python -m datasets_builder push .* --repo tester/offline`\.$",
-    ):
-        publish.push(built, "tester/offline", token="hf_whatever")
+    folder = tmp_path / "a-project-folder" / "datasets" / "multiplication-4x4-with-ood-splits"
+    publish.build_config(folder, "ambiguity", SMALL, progress=False)
+    with pytest.raises(publish.PushError) as caught:
+        publish.push(folder, "a-user-name/multiplication-4x4-icot", token="hf_whatever")
+    message = f"python -m datasets_builder push: error: {caught.value}"  # as the command line prints it
+    assert str(caught.value) == (
+        f"cannot push {folder} to a-user-name/multiplication-4x4-icot: HF_HUB_OFFLINE is set; unset it and run the "
+        "same command."
+    )
+    assert len(message) < 300, (len(str(folder)), len(message))
 
 
 def test_build_into_the_current_folder(built, monkeypatch):

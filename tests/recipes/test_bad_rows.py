@@ -120,3 +120,27 @@ def test_a_word_the_word_level_tokenizer_does_not_know_is_refused(good_folder: P
         "would become <unk>); give a model whose tokenizer was built from this data, or train one from scratch "
         "(--scratch_model)."
     )
+
+
+def test_the_unknown_token_as_a_word_of_a_question_is_refused_before_training(
+    good_folder: Path, tmp_path: Path
+) -> None:
+    folder = broken(good_folder, tmp_path, "test", lambda table: replaced(table, "question", 3, "1 2 * 3 <unk>"))
+    assert refusal(scratch_run(folder, tmp_path / "run")) == (
+        "split 'test' row 3, column 'question' has the word '<unk>', the tokenizer's unknown token, which could not be "
+        "told from a word the tokenizer lacks; write it otherwise in the data."
+    )
+
+
+def test_a_cut_short_parquet_file_is_named_before_training(good_folder: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "copy"
+    shutil.copytree(good_folder, folder)
+    (path,) = (folder / "mult_2x2").glob("train-*.parquet")
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[: size // 2])  # a copy cut short
+    message = refusal(scratch_run(folder, tmp_path / "run"))
+    assert message == (
+        f"{str(path)!r} is cut short or is not a Parquet file ({size // 2} bytes, no Parquet footer); copy it again or "
+        "rebuild the dataset with `python -m datasets_builder build`."
+    )
+    assert len(message) - len(str(path)) < 200

@@ -223,3 +223,19 @@ def test_folders_that_are_not_a_published_model_are_refused(tmp_path: Path, run_
         f"python -m hf_icot.publishing.hub push: error: '{tmp_path / 'empty'}' holds neither config.json nor "
         "adapter_config.json; give the output_dir of a finished run."
     )
+
+
+def test_the_retry_command_printed_before_the_move_still_uploads(run_folder: Path, loopback_hub, monkeypatch) -> None:
+    """``python -m hf_icot.hub push``, what failed pushes printed before 2026-12-01, is a thin alias of today's
+    command, and ``hf_icot.hub`` is today's module itself."""
+    import hf_icot.hub
+
+    assert hf_icot.hub is hub
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    result = subprocess.run(
+        [sys.executable, "-m", "hf_icot.hub", "push", str(run_folder), "--repo", "loopback-user/old-command"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith(f"pushed {run_folder} to loopback-user/old-command: {loopback_hub.url}/")
+    assert loopback_hub.files("loopback-user/old-command", repo_type="model") == _published(run_folder)
