@@ -3,6 +3,7 @@
 The rooms, bottom up (each imports only those below it):
 
 * :mod:`hf_icot.cot` — the example schema and :func:`truncate`, the one truncation function;
+* :mod:`hf_icot.locations` — whether a name is a Hub repo id or a local folder (loading and publishing share it);
 * :mod:`hf_icot.curriculum` — the schedules and the sequence layout (pure Python);
 * :mod:`hf_icot.data` — loading, the encoding rules, the collator, tokenizers;
 * :mod:`hf_icot.modeling` — loading models and tokenizers, sizing, the theory models;

@@ -17,6 +17,7 @@ from typing import Any
 import datasets
 
 from hf_icot.cot import TruncationSpec, truncate_example
+from hf_icot.locations import names_a_missing_folder
 
 
 def load_icot_dataset(
@@ -160,8 +161,6 @@ def load_run_data(path_or_repo: str, config: str | None = None) -> tuple[dataset
 
 def _config_names(path_or_repo: str) -> list[str]:
     """The configs of a dataset folder or Hub repo, or one sentence saying why there is no dataset there."""
-    from hf_icot.publishing.hub import names_a_missing_folder
-
     if names_a_missing_folder(path_or_repo):
         raise ValueError(
             f"no dataset found at {path_or_repo!r}: the folder does not exist; give a folder written by "

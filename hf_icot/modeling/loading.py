@@ -11,14 +11,15 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hf_icot.cot import cot_token_count
 from hf_icot.curriculum.layout import SequenceLayout
-from hf_icot.publishing.hub import names_a_missing_folder
+from hf_icot.locations import names_a_missing_folder
 
-if TYPE_CHECKING:  # the recipe's arguments (hf_icot.training) sit above this room: read, never imported
-    from hf_icot.training.arguments import ModelArguments
+#: The recipe's :class:`hf_icot.training.arguments.ModelArguments`, read by attribute: training sits above this room,
+#: so the class is not imported here (not even for type checking).
+ModelArguments = Any
 
 #: The family a scratch model has when its mapping names no ``model_type``.
 DEFAULT_SCRATCH_FAMILY = "gpt2"

@@ -83,6 +83,46 @@ def test_the_module_level_import_graph_has_no_circle() -> None:
     assert not circles, f"import circle: {' -> '.join(circles[0])}"
 
 
+#: The rooms bottom up (the order of hf_icot/__init__.py's docstring and docs/architecture.md): a module may import its
+#: own room and those below it. Evaluation and publishing sit side by side; methods (continuous thoughts) between the
+#: models they run and the evaluation that generates with them.
+ROOM_ORDER = {
+    "_lazy": 0, "cot": 0, "errors": 0, "locations": 0, "curriculum": 1, "data": 2, "modeling": 3, "methods": 4,
+    "evaluation": 5, "publishing": 5, "hub": 5, "training": 6, "diagnostics": 7, "studies": 8,
+}  # fmt: skip
+
+
+def _every_import(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of every hf_icot import in ``path``: module level, inside functions and under
+    ``TYPE_CHECKING`` alike; ``from hf_icot import x`` counts as ``hf_icot.x``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "hf_icot":
+                found += [(node.lineno, f"hf_icot.{alias.name}") for alias in node.names]
+            elif node.module.startswith("hf_icot."):
+                found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("hf_icot.")]
+    return found
+
+
+def test_no_import_points_up_the_rooms_not_even_inside_a_function() -> None:
+    upward, counted = [], 0
+    for path in sorted(PACKAGE.rglob("*.py")):
+        room = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+        if room == "__init__":  # the package's public names, loaded on use
+            continue
+        assert room in ROOM_ORDER, f"hf_icot/{room} is in no room: add it to ROOM_ORDER (and to docs/architecture.md)"
+        for line, module in _every_import(path):
+            counted += 1
+            target = module.split(".")[1]
+            if ROOM_ORDER.get(target, -1) > ROOM_ORDER[room]:
+                upward.append(f"{path.relative_to(REPO)}:{line} imports {module}")
+    assert counted > 150, counted  # every import is read, function-level ones included
+    assert not upward, "imports that point up the rooms:\n" + "\n".join(upward)
+
+
 def test_the_light_rooms_import_without_torch() -> None:
     code = (
         "import sys, hf_icot, hf_icot.curriculum, hf_icot.data, hf_icot.evaluation, hf_icot.evaluation.prompts, "
