@@ -242,8 +242,8 @@ def _tally(claims: list[dict[str, str]]) -> str:
 
 def _verdict_cell(row: Mapping[str, str]) -> str:
     """The verdict, with the word it held before a re-read (``history``: ``<old> until re-read on <date>: ...``)."""
-    old = row["history"].split(" until ", 1)[0] if " until " in row["history"] else ""
-    return f"{row['verdict']} (re-read; was {old})" if old else row["verdict"]
+    old = row["history"].split(" until re-read on ", 1)[0] if " until re-read on " in row["history"] else ""
+    return f"{row['verdict']} (re-read; was {old})" if old in VERDICTS else row["verdict"]
 
 
 def _claims_table(claims: list[dict[str, str]], points: dict[str, list[tuple[str, dict[str, str]]]]) -> list[str]:

@@ -133,8 +133,8 @@ def c5_lead(routing: list[dict]) -> tuple[str, dict]:
     if not onsets:
         return "pending", {"text": "no base-point run with selector attention"}
     summary = summarize(onsets)
-    if summary.n >= MIN_SEEDS and 0.25 <= summary.mean <= 0.75 and max(onsets) < 1:
-        verdict = "agree"
+    if summary.n >= MIN_SEEDS and 0.25 <= summary.low and summary.high <= 0.75 and max(onsets) < 1:
+        verdict = "agree"  # the interval within the band, as disagreeing asks it outside (issue 40; was the mean)
     elif summary.n >= MIN_SEEDS and (summary.high < 0.25 or summary.low > 0.75):
         verdict = "disagree"
     else:

@@ -119,7 +119,8 @@ def a1(groups: dict) -> dict[str, Any]:
     if not found:
         return _result("pending", {"full CoT": cot}, "no full-CoT run at the chosen regime yet")
     good = all(s.mean >= 0.95 - EPS and (s.low if s.low is not None else s.mean) >= 0.90 - EPS for s in found.values())
-    verdict = "agree" if good else "disagree" if any(s.mean < 0.80 for s in found.values()) else "inconclusive"
+    # disagreeing asks an interval wholly below 0.80, as agreeing asks lower bounds (issue 40; was a mean)
+    verdict = "agree" if good else "disagree" if any(_below(s, 0.80) for s in found.values()) else "inconclusive"
     ours = "; ".join(f"{split} {_text(s)}" for split, s in found.items())
     # the worst split against the cut nearest it (agree's 0.95, disagree's 0.80), its standard error over the seeds
     worst = min(found, key=lambda split: found[split].mean)
@@ -140,7 +141,7 @@ def a3(groups: dict) -> dict[str, Any]:
         verdict = "inconclusive"
     elif _above(drop, 0.05):
         verdict = "agree"
-    elif drop is not None and drop.low is not None and drop.low <= 0:
+    elif _below(drop, 0.05):  # the drop shown smaller than the margin, as agreeing shows it larger (issue 40)
         verdict = "disagree"
     else:
         verdict = "inconclusive"
