@@ -47,6 +47,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             the command that retries it.
     """
     from datasets_builder import build_dataset
+    from hf_icot.evaluation.generation_accuracy import accuracy_line
     from hf_icot.modeling.loading import load_model_for_run
     from hf_icot.training.config import schedule_from_config
     from hf_icot.training.outputs import check_push_possible
@@ -101,6 +102,8 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             url = trainer.push_to_hub()
             if url:
                 logger.info("pushed %s to %s", training_args.output_dir, url)
+        if trainer.is_world_process_zero():  # the run's result, last on the screen
+            print(accuracy_line(metrics), flush=True)
     return metrics
 
 

@@ -278,3 +278,21 @@ def reportable_metrics(metrics: Mapping[str, float]) -> dict[str, float]:
                 continue
         out[key] = value
     return out
+
+
+def accuracy_line(metrics: Mapping[str, float]) -> str:
+    """The answer exact match of every split and mode in one line, as a recipe prints it at its end:
+    ``{"test/implicit/answer_em": 1.0, ...}`` -> ``"answer exact match: test implicit 1.000, explicit 1.000"``, splits
+    joined by ``" | "`` in the order of ``metrics``.
+
+    Raises:
+        ValueError: no ``<split>/<mode>/answer_em`` key in ``metrics``.
+    """
+    by_split: dict[str, list[str]] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[2] == "answer_em":
+            by_split.setdefault(parts[0], []).append(f"{parts[1]} {value:.3f}")
+    if not by_split:
+        raise ValueError("accuracy_line needs '<split>/<mode>/answer_em' metrics: evaluate_generation's for splits.")
+    return "answer exact match: " + " | ".join(f"{split} {', '.join(modes)}" for split, modes in by_split.items())

@@ -454,3 +454,19 @@ def test_keep_position_evaluation_shifts_by_the_removed_cot(monkeypatch, scripte
         ValueError, match=r"^removal side 'middle' is not allowed; choose one of left, right, inductive\.$"
     ):
         SequenceLayout(side="middle")
+
+
+def test_the_accuracy_line_gives_every_split_and_mode_in_order():
+    from hf_icot.evaluation.generation_accuracy import accuracy_line
+
+    metrics = {
+        "validation/implicit/answer_em": 1.0,
+        "validation/explicit/cot_em": 0.5,
+        "validation/explicit/answer_em": 0.9996,
+        "test/implicit/answer_em": 0.5,
+        "test/implicit/tokens_per_s": 100.0,
+    }
+    line = "answer exact match: validation implicit 1.000, explicit 1.000 | test implicit 0.500"
+    assert accuracy_line(metrics) == line
+    with pytest.raises(ValueError, match="accuracy_line needs '<split>/<mode>/answer_em' metrics"):
+        accuracy_line({"implicit/answer_em": 1.0})
