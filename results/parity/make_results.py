@@ -36,7 +36,7 @@ from hf_icot.studies.statistics import difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
-SUCCESS = 0.99  # test implicit answer EM of a successful seed (B1, A8)
+SUCCESS = 0.99  # test implicit answer EM of a successful seed (B1, A8-parity)
 ATTENTION_FILE = "attention.json"
 SEED = re.compile(r"_s\d+$")
 Groups = dict[str, list[dict[str, Any]]]
@@ -229,7 +229,7 @@ def mlp_rows(groups: Groups) -> list[dict[str, Any]]:
 
 
 def by_share(count: int, total: int) -> str:
-    """The rule of B1, B4 and A8: agree with >= 80% of the seeds, disagree with <= 20%."""
+    """The rule of B1, B4 and A8-parity: agree with >= 80% of the seeds, disagree with <= 20%."""
     if count >= 0.8 * total:
         return "agree"
     return "disagree" if count <= 0.2 * total else "inconclusive"
