@@ -18,6 +18,7 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 #: The tiny case of each bench: a few examples, steps and repeats of a model a few units wide.
 TINY = {
     "bench_build.py": ["--train-size", "64", "--repeat", "1"],
+    "bench_causal_mask.py": ["--steps", "2"],
     "bench_start_up.py": ["--repeat", "1"],
     "bench_collator.py": ["--rows", "200", "--repeat", "1"],
     "bench_inference.py": [
@@ -90,6 +91,12 @@ def test_bench_start_up_prints_cold_and_kept_answers_and_that_they_agree() -> No
     timed = re.findall(rf"({NUMBER})s +({NUMBER})s +({NUMBER})x +(True|False)$", out, re.MULTILINE)
     assert len(timed) == 2 and all(same == "True" for *_, same in timed), out
     assert "--help" in out and "bad input (no data)" in out
+
+
+def test_bench_causal_mask_prints_both_ways_their_ratio_and_the_loss_difference() -> None:
+    out = run_bench("bench_causal_mask.py", *TINY["bench_causal_mask.py"])
+    row = re.search(rf"^median +({NUMBER})ms +({NUMBER})ms +({NUMBER})x +([0-9.e+-]+)$", out, re.MULTILINE)
+    assert row and number(row.group(3)) > 0 and float(row.group(4)) <= 1e-6, out
 
 
 def test_bench_build_prints_a_row_per_task() -> None:
