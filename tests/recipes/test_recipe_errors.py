@@ -229,6 +229,7 @@ BAD_FLAGS = [
      "'explicit', 'reference' or 'hint=k' with k >= 0."),
     (["--max_new_tokens", "0"], "max_new_tokens 0 is not allowed; it must be >= 1."),
     (["--per_device_train_batch_size", "0"], "per_device_train_batch_size 0 is not allowed; it must be >= 1."),
+    (["--per_device_eval_batch_size", "0"], "per_device_eval_batch_size 0 is not allowed; it must be >= 1."),
     (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps 0 is not allowed; it must be >= 1."),
     (["--generation_eval_examples", "0"], "generation_eval_examples 0 is not allowed; it must be >= 1."),
     (["--remove_unused_columns", "true"], "remove_unused_columns=True would drop question/cot/answer before "
