@@ -154,6 +154,11 @@ class Schedule:
             fill=self.fill, unit=self.unit, side=self.side, hint=self.hint, sequence_format=self.sequence_format
         )
 
+    def layout_at(self, step: int | None) -> SequenceLayout:
+        """The layout after training step ``step`` (None: the end of the curriculum); it changes with the step only
+        where a curriculum changes how a question is asked at inference (latent slots: :mod:`.latent`)."""
+        return self.layout
+
     def bind(
         self,
         steps_per_epoch: int | None,

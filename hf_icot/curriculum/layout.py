@@ -15,6 +15,11 @@ SIDES = ("left", "right", "inductive")
 #: stepwise-ICoT reference's ids, ``' {q} <eos> ' + cot + ' <eos> ' + answer + ' <eos>'`` tokenized whole (see
 #: :mod:`hf_icot.data.encoding`).
 SEQUENCE_FORMATS = ("hf_icot", "reference")
+#: The continuous-thought markers of latent layouts (Coconut's names): ``<|start-latent|>`` and ``<|end-latent|>``
+#: enclose the latent slots, each ``<|latent|>`` slot's input embedding is replaced by the last hidden state before it
+#: (:mod:`hf_icot.methods`). Added to the tokenizer as special tokens.
+START_LATENT_TOKEN, LATENT_TOKEN, END_LATENT_TOKEN = "<|start-latent|>", "<|latent|>", "<|end-latent|>"
+LATENT_TOKENS = (START_LATENT_TOKEN, LATENT_TOKEN, END_LATENT_TOKEN)
 
 
 def check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
@@ -40,6 +45,13 @@ class SequenceLayout:
             it too), the tokenizer's BOS first where it adds one, drops commas from the answer, and under
             ``keep_position`` moves the token before the removed tokens next to what follows them, as the
             reference's ``position_ids[removal_from - 1:] += removed`` does. It removes tokens without hints.
+        latent: sequences carry continuous thoughts (Coconut, CODI): ``question <eos> <|start-latent|> <|latent|>…
+            <|end-latent|> [kept CoT steps] <eos> #### answer <eos>``, the removed steps' place taken by latent slots
+            (:data:`LATENT_TOKENS`); whole steps leave from the left and nothing else (drop, no hint, ``hf_icot``).
+        latent_thoughts: the latent slots a question gets at inference (CODI: ``num_latent``; Coconut: ``c_thought``
+            × the steps its last stage replaces).
+        latent_per_step: Coconut's ``c_thought`` where a question of ``n`` steps gets at most ``n × c`` slots (Coconut's
+            evaluation without ``pad_latent_to_max``); 0: every question gets ``latent_thoughts``.
     """
 
     fill: str = "drop"
@@ -47,6 +59,9 @@ class SequenceLayout:
     side: str = "left"
     hint: bool = False
     sequence_format: str = "hf_icot"
+    latent: bool = False
+    latent_thoughts: int = 0
+    latent_per_step: int = 0
 
     def __post_init__(self) -> None:
         check_choice("removal fill", self.fill, FILLS)
@@ -57,6 +72,18 @@ class SequenceLayout:
             raise ValueError(
                 "sequence_format 'reference' is the stepwise reference's: it removes tokens from the left or right "
                 f"without hints, not unit={self.unit!r}, side={self.side!r}, hint={self.hint}; use 'hf_icot'."
+            )
+        if self.latent and (self.fill, self.unit, self.side, self.hint, self.sequence_format) != (
+            "drop",
+            "step",
+            "left",
+            False,
+            "hf_icot",
+        ):
+            raise ValueError(
+                "a latent layout replaces whole CoT steps from the left by latent thoughts: fill 'drop', unit 'step', "
+                f"side 'left', no hint, sequence_format 'hf_icot'; got fill={self.fill!r}, unit={self.unit!r}, "
+                f"side={self.side!r}, hint={self.hint}, sequence_format={self.sequence_format!r}."
             )
 
     @property
@@ -75,8 +102,10 @@ class SequenceLayout:
 
     def inserted_tokens(self, longest_hint: int = 0) -> list[str]:
         """The tokens the curriculum puts into sequences, which the tokenizer must have: the placeholder under
-        ``fill="pad"``, and with hints ``<len_0>`` … ``<len_{longest_hint}>``."""
+        ``fill="pad"``, the latent markers of a latent layout, and with hints ``<len_0>`` … ``<len_{longest_hint}>``."""
         tokens = [PLACEHOLDER_TOKEN] if self.uses_placeholder else []
+        if self.latent:
+            tokens += list(LATENT_TOKENS)
         if self.hint:
             tokens += [hint_token(n) for n in range(longest_hint + 1)]
         return tokens
@@ -86,6 +115,19 @@ class SequenceLayout:
         removal of ``n_units - hint`` units from :attr:`side` (saturated: a hint beyond the CoT keeps all of it)."""
         which = "left" if self.side == "inductive" else self.side
         return TruncationSpec(unit=self.unit, which=which, count=max(n_units - hint, 0), saturate=True)
+
+    def latent_slots(self, n_steps: int) -> int:
+        """The latent slots a question of ``n_steps`` CoT steps gets at inference (see :attr:`latent_per_step`)."""
+        if self.latent_per_step:
+            return min(self.latent_thoughts, n_steps * self.latent_per_step)
+        return self.latent_thoughts
+
+    def latent_replaced_steps(self, n_steps: int) -> int:
+        """The CoT steps the latent slots stand for (the model writes the rest): all of them, or under
+        :attr:`latent_per_step` one step per ``latent_per_step`` slots."""
+        if self.latent_per_step:
+            return min(n_steps, self.latent_thoughts // self.latent_per_step)
+        return n_steps
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

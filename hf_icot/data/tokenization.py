@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
 from hf_icot.cot import ANSWER_PREFIX, PLACEHOLDER_TOKEN, hint_token
+from hf_icot.curriculum.layout import LATENT_TOKENS
 from hf_icot.data.row_checks import arrow_table, column_words
 
 PAD_TOKEN = "<pad>"
@@ -106,14 +107,16 @@ def build_word_level_tokenizer(
 
 
 def prepare_tokenizer_for_icot(
-    tokenizer: Any, model: Any = None, max_hint_length: int = 0, use_placeholder: bool = False
+    tokenizer: Any, model: Any = None, max_hint_length: int = 0, use_placeholder: bool = False, latent: bool = False
 ) -> Any:
     """Make a pretrained tokenizer (e.g. GPT-2's BPE) ready for ICoT, in place, and return it.
 
     Sets the pad token to eos when there is none (padding is masked, so sharing the id is safe), adds the placeholder
-    token (``use_placeholder``, for ``fill="pad"`` curricula) and the hint tokens ``<len_0>`` … (``max_hint_length``
-    > 0, for mixtures with hints) as special tokens so BPE never splits them, and, when ``model`` is given, resizes
-    its input embeddings to the new vocabulary size.
+    token (``use_placeholder``, for ``fill="pad"`` curricula), the hint tokens ``<len_0>`` … (``max_hint_length``
+    > 0, for mixtures with hints) and the latent markers (``latent``, for Coconut and CODI:
+    :data:`hf_icot.curriculum.layout.LATENT_TOKENS`) as special tokens so BPE never splits them, and, when ``model``
+    is given, resizes its input embeddings to the new vocabulary size (transformers starts the new rows at the mean
+    embedding).
 
     Raises:
         ValueError: a tokenizer without an eos token, or a negative ``max_hint_length``.
@@ -128,6 +131,8 @@ def prepare_tokenizer_for_icot(
     wanted = _icot_special_words(max_hint_length)
     if not use_placeholder:
         wanted.remove(PLACEHOLDER_TOKEN)
+    if latent:
+        wanted += list(LATENT_TOKENS)
     vocab = tokenizer.get_vocab()
     missing = [token for token in wanted if token not in vocab]
     if missing:

@@ -84,6 +84,8 @@ def generate_in_mode(
             decides.
     """
     prompts = [case.prompt for case in cases]
+    if parse_mode(mode)[0] == "latent":
+        return _generate_latent(model, tokenizer, prompts, max_new_tokens, batch_size)
     shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
     sync = {} if synced_gpus is None else {"synced_gpus": synced_gpus}
     if any(case.empty_cot_shift for case in cases):
@@ -92,6 +94,21 @@ def generate_in_mode(
             model, tokenizer, prompts, max_new_tokens, empty, batch_size, shifts, **sync
         )
     return generate_batched(model, tokenizer, prompts, max_new_tokens, batch_size, position_shifts=shifts, **sync)
+
+
+def _generate_latent(
+    model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], max_new_tokens: int, batch_size: int
+) -> list[list[int]]:
+    """Latent prompts through :func:`hf_icot.methods.generation.generate_latent` (latent passes, then greedy decoding
+    from the KV cache)."""
+    from hf_icot.curriculum.layout import LATENT_TOKEN
+    from hf_icot.data.encoding import eos_id, token_id
+    from hf_icot.methods.generation import generate_latent
+
+    eos = eos_id(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    latent = token_id(tokenizer, LATENT_TOKEN)
+    return generate_latent(model, prompts, latent, eos, pad, max_new_tokens, batch_size)
 
 
 def _generate_shared(
@@ -225,7 +242,9 @@ def _evaluate_split(
         continuations = _generate_shared(model, tokenizer, mode, cases, limit, batch_size, accelerator)
         seconds = max(time.perf_counter() - start, 1e-9)
 
-        parsed = [split_generation(ids, tokenizer, prompt_mode) for ids in continuations]
+        # A latent prompt is continued as an explicit one: the CoT left to write, <eos>, #### answer <eos>.
+        written = "explicit" if prompt_mode == "latent" else prompt_mode
+        parsed = [split_generation(ids, tokenizer, written) for ids in continuations]
         gold_answers = [ex["answer"] for ex in examples]
         predicted_answers = [answer for _, answer in parsed]
         if mode == REFERENCE_MODE:

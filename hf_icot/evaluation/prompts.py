@@ -27,9 +27,11 @@ BASE_MODES = ("implicit", "explicit")
 #: answer's ``<eos>``, exact match of ``#### answer`` read from the decoded text with commas removed.
 REFERENCE_MODE = "reference"
 #: Mode names without a count -> the prompt mode that asks them (:func:`hf_icot.data.encoding.encode_prompt`).
-NAMED_MODES = {"implicit": "implicit", "explicit": "explicit", REFERENCE_MODE: "explicit"}
+NAMED_MODES = {"implicit": "implicit", "explicit": "explicit", REFERENCE_MODE: "explicit", "latent": "latent"}
 #: Mode families ``name=k`` (k >= 0) -> the prompt mode that asks them; ``hint=k``: CoT length hint k (mixtures).
-COUNTED_MODES = {"hint": "hint"}
+#: ``latent``: continuous thoughts (Coconut, CODI), as many latent slots as the run's layout gives a question;
+#: ``latent=k``: ``k`` slots for every question.
+COUNTED_MODES = {"hint": "hint", "latent": "latent"}
 
 
 def parse_mode(mode: str) -> tuple[str, int | None]:
@@ -118,6 +120,8 @@ def plan_generation(
     """
     layout = layout or SequenceLayout()
     base, hint = parse_mode(mode)
+    if base == "latent":
+        return _plan_latent(example, tokenizer, hint, layout)
     prompt = encode_prompt(example["question"], tokenizer, mode=base, hint=hint, layout=layout)
     _, step_tokens, answer_ids = encode_parts(example, tokenizer, layout)
     total, answer_length = sum(len(tokens) for tokens in step_tokens), len(answer_ids) + 1
@@ -141,6 +145,25 @@ def plan_generation(
         shift = (len(prompt) + (kept.kept if layout.side == "right" else 0), kept.removed)
     gold_cot = " ".join(steps_text(kept, tokenizer)[1])
     return GenerationCase(prompt, shift, gold_cot, kept.kept + 1 + answer_length)
+
+
+def _plan_latent(
+    example: Mapping[str, Any], tokenizer: Any, slots: int | None, layout: SequenceLayout
+) -> GenerationCase:
+    """``question <eos> <|start-latent|> <|latent|>×n <|end-latent|>``: ``n`` from the layout (``latent``) or ``slots``
+    (``latent=k``); the model writes the CoT steps the slots do not stand for, then ``<eos> #### answer <eos>``."""
+    from hf_icot.curriculum.layout import LATENT_TOKENS
+    from hf_icot.data.encoding import token_id
+
+    start, latent, end = (token_id(tokenizer, token) for token in LATENT_TOKENS)
+    n_steps = len(example["cot"])
+    n = layout.latent_slots(n_steps) if slots is None else slots
+    replaced = layout.latent_replaced_steps(n_steps) if slots is None else n_steps
+    prompt = encode_prompt(example["question"], tokenizer, mode="explicit", layout=layout) + [start]
+    _, step_tokens, answer_ids = encode_parts(example, tokenizer, layout)
+    written = sum(len(tokens) for tokens in step_tokens[replaced:])
+    gold_cot = " ".join(example["cot"][replaced:])
+    return GenerationCase([*prompt, *[latent] * n, end], None, gold_cot, written + 1 + len(answer_ids) + 1)
 
 
 def _kept_under_hint(example: Mapping[str, Any], tokenizer: Any, hint: int, layout: SequenceLayout) -> TruncatedCoT:

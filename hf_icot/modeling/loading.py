@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hf_icot.cot import cot_token_count
-from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.curriculum.layout import LATENT_TOKENS, SequenceLayout
 from hf_icot.locations import names_a_missing_folder
 
 #: The recipe's :class:`hf_icot.training.arguments.ModelArguments`, read by attribute: training sits above this room,
@@ -116,7 +116,11 @@ def load_model_and_tokenizer(
     from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 
     if args.scratch_model is not None:
-        tokenizer = build_word_level_tokenizer(dataset, max_hint_length=longest_hint(layout, dataset["train"]))
+        tokenizer = build_word_level_tokenizer(
+            dataset,
+            max_hint_length=longest_hint(layout, dataset["train"]),
+            extra_tokens=LATENT_TOKENS if layout.latent else (),
+        )
         return AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer)), tokenizer
     model, tokenizer = _load_pretrained(args)
     check_words(dataset, tokenizer)  # a fixed word vocabulary would turn an unknown word into <unk>
@@ -125,6 +129,7 @@ def load_model_and_tokenizer(
         model,
         max_hint_length=longest_hint(layout, dataset["train"], tokenizer),
         use_placeholder=layout.uses_placeholder,
+        latent=layout.latent,
     )
     return model, tokenizer
 

@@ -61,7 +61,7 @@ class RunOutputsMixin:
         if modes is None:
             hints = [mode for mode in self.args.eval_modes or [] if mode.startswith("hint=")]
             reference = ["reference"] if self.layout.is_reference else []  # the reference configs' headline
-            modes = [*reference, "implicit", "explicit", *hints]
+            modes = ["latent"] if self.layout.latent else [*reference, "implicit", "explicit", *hints]
         metrics = evaluate_generation(
             self.accelerator.unwrap_model(self.model),
             self.processing_class,
@@ -186,6 +186,7 @@ class RunOutputsMixin:
                 merge_adapter=merge_adapter,
                 base_model_id=base_model_id,
             )
+            self._save_latent_files(self.args.output_dir)  # CODI's projection, beside the model
         self.accelerator.wait_for_everyone()
         return kind
 
@@ -226,7 +227,8 @@ class RunOutputsMixin:
         metrics = reportable_metrics(metrics)  # no speed for a mode whose answers are wrong
         run = describe_run(self)
         save_training_curves(self.state.log_history, [s["start_step"] for s in run["schedule"]["stages"]], output_dir)
-        asked = plan_generation(example, self.processing_class, "implicit", self.layout)
+        layout = self.layout
+        asked = plan_generation(example, self.processing_class, "latent" if layout.latent else "implicit", layout)
         path = write_model_card(
             output_dir,
             title=os.path.basename(os.path.normpath(args.hub_model_id or output_dir)),
@@ -241,6 +243,9 @@ class RunOutputsMixin:
                 "max_new_tokens": asked.gold_length + 7,
                 # keep_position models expect the answer where the full CoT would have ended
                 "position_shift": asked.position_shift[1] if asked.position_shift else 0,
+                # latent models are asked with their latent slots (the snippet calls hf_icot's latent generation)
+                "latent_slots": layout.latent_slots(len(example["cot"])) if layout.latent else None,
+                "eos_token": self.processing_class.eos_token,
             },
             license=license,
             selection=selection,

@@ -55,6 +55,7 @@ from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
+from hf_icot.training.latent import LatentMethodMixin
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
 from hf_icot.training.run_folder import resume_mismatch, run_identity
 
@@ -93,7 +94,7 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
             self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
 
 
-class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeRunMixin, Trainer):
+class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeRunMixin, Trainer):
     """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
 
     Args:
@@ -185,6 +186,8 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         self._rendered_examples = 0
         self._last_step = 0
         self.stage_metrics: dict[int, dict[str, float]] = {}
+        if layout.latent and model is not None:  # before the Trainer wraps the model and builds the optimizer
+            self._prepare_latent_model(model, processing_class, args.seed, self._max_cot_steps)
         callbacks = [ICoTStateCallback(self), *(callbacks or [])]
         super().__init__(
             model=model,
@@ -218,6 +221,8 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
                 split=args.generation_eval_split,
             )
             self.add_callback(self.generation_eval)
+        if layout.latent:
+            self.loss_is_scaled_for_ga = False  # the latent losses are micro-batch means, as the methods' own code
         self._register_safeguards()
 
     def _inserted_tokens(self, dataset: Any) -> list[str]:
@@ -251,6 +256,8 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
 
     def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list[int]]:
         examples = inputs["pending"].examples
+        if self.latent_renderer is not None:
+            return self._render_latent(examples, step, training)
         specs = self.schedule.specs(
             step,
             [example["example_id"] for example in examples],
@@ -309,10 +316,13 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         mismatch = resume_mismatch(saved, train_batch_size, self.args)
         if mismatch is not None:
             raise ValueError(mismatch)
-        stored = schedule_from_dict(saved["schedule"]).to_dict()
-        if stored != self.schedule.to_dict():
+        stored, current = schedule_from_dict(saved["schedule"]).to_dict(), self.schedule.to_dict()
+        if stored != current:
+            changed = [key for key in {**stored, **current} if stored.get(key) != current.get(key)]
+            was = ", ".join(f"{key} {stored.get(key)!r}" for key in changed)
+            now = ", ".join(f"{key} {current.get(key)!r}" for key in changed)
             raise ValueError(
-                f"the checkpoint was trained with the schedule {stored}, but this run has {self.schedule.to_dict()}; "
+                f"the checkpoint was trained with the schedule {stored['name']!r} with {was}, but this run has {now}; "
                 "resume with the same curriculum, batch size and seed, or start a new run."
             )
         self._previous_step_without_cot = bool(saved["previous_step_without_cot"])
@@ -354,6 +364,7 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
                 logs[f"cot/{self.schedule.metric}_accuracy"] = self.last_answer_accuracy
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
+            logs.update(self._latent_logs())
             if getattr(self, "skipped_long_batches", 0):
                 logs["cot/skipped_long_batches"] = self.skipped_long_batches
         super().log(logs, start_time)
@@ -370,8 +381,9 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
 
     @property
     def layout(self) -> SequenceLayout:
-        """How this run's sequences are laid out (the schedule's): what generation must reproduce."""
-        return self.schedule.layout
+        """How this run's sequences are laid out after its last trained step (the schedule's): what generation must
+        reproduce."""
+        return self.schedule.layout_at(max(self.state.global_step - 1, 0))
 
     def train(self, resume_from_checkpoint: str | bool | None = None, trial: Any = None, **kwargs: Any):
         """``Trainer.train``, then the end of the last stage (saved and evaluated like the others).
@@ -396,3 +408,8 @@ class ICoTTrainer(AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeR
         if output_dir is not None and self.args.should_save:
             with open(os.path.join(output_dir, SCHEDULE_FILE), "w", encoding="utf-8") as stream:
                 json.dump({"schedule": self.schedule.to_dict()}, stream, indent=2, sort_keys=True)
+            self._save_latent_files(output_dir)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        self._load_latent_files(resume_from_checkpoint)

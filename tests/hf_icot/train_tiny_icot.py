@@ -11,7 +11,8 @@ final weights to ``OUT/final-rank<r>.safetensors``, its log history to ``OUT/log
 process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/teardown-rank<r>.json`` (with
 ``--leave_teardown_to_exit`` the script does not call it, keeps the trainer alive, and records at exit what
 ICoTTrainer's exit handler left).
-``--kill_at_step K`` SIGKILLs the process when step K begins.
+``--kill_at_step K`` SIGKILLs the process when step K begins; ``--term_at_step K`` sends it SIGTERM then (a preemption:
+the run saves a checkpoint after the step and exits 75). ``--schedule coconut|codi`` trains a latent method.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from transformers import TrainerCallback
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from hf_icot.curriculum.layout import LATENT_TOKENS  # noqa: E402
 from hf_icot.data.tokenization import build_word_level_tokenizer  # noqa: E402
+from hf_icot.errors import RunStopped  # noqa: E402
 from hf_icot.training.config import ICoTConfig  # noqa: E402
 from hf_icot.training.trainer import ICoTTrainer  # noqa: E402
 from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2  # noqa: E402
@@ -42,13 +45,15 @@ WATCHED_IDS = list(range(6))
 class ScheduleLog(TrainerCallback):
     """Writes what the curriculum decided at each step, and kills the process on request."""
 
-    def __init__(self, trainer: ICoTTrainer, path: Path, kill_at_step: int | None) -> None:
-        self.trainer, self.path, self.kill_at_step = trainer, path, kill_at_step
+    def __init__(self, trainer: ICoTTrainer, path: Path, kill_at_step: int | None, term_at_step: int | None = None):
+        self.trainer, self.path, self.kill_at_step, self.term_at_step = trainer, path, kill_at_step, term_at_step
 
     def on_step_begin(self, args, state, control, **kwargs):
         step = state.global_step
         if self.kill_at_step is not None and step == self.kill_at_step:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.term_at_step is not None and step == self.term_at_step:  # a scheduler's notice: finish the step
+            os.kill(os.getpid(), signal.SIGTERM)
         schedule = self.trainer.schedule
         record = {
             "step": step,
@@ -58,6 +63,8 @@ class ScheduleLog(TrainerCallback):
             "steps_per_epoch": schedule.steps_per_epoch,
             "specs": [str(spec) for spec in schedule.specs(step, WATCHED_IDS, [8] * 6, [8] * 6)],
         }
+        if schedule.layout.latent:  # the latent slots and kept steps of the watched examples (6 steps each)
+            record["plans"] = [list(plan) for plan in schedule.latent_plans(step, WATCHED_IDS, [6] * 6)]
         if schedule.needs_answer_accuracy:  # what the pace has decided and measured so far
             record["pace"] = schedule.state_dict()
         with self.path.open("a", encoding="utf-8") as stream:
@@ -72,6 +79,12 @@ class ScheduleLog(TrainerCallback):
 
 #: The adaptive pace of ``--schedule adaptive``: on this task the answer accuracy crosses 0.2 after about 20 steps.
 ADAPTIVE = dict(adaptive_threshold=0.2, adaptive_window=2, min_steps_per_removal=2, max_steps_per_removal=8)
+#: The latent methods: Coconut one stage per epoch (7 steps) with 2 thoughts per step and some examples on a stage of
+#: their own; CODI with its projection (drawn from the run's seed).
+LATENT = {
+    "coconut": dict(c_thought=2, epochs_per_stage=1, uniform_prob=0.3),
+    "codi": dict(num_latent=2, use_prj=True, prj_dim=16, prj_dropout=0.1),
+}
 
 
 def build_trainer(
@@ -79,14 +92,14 @@ def build_trainer(
 ) -> ICoTTrainer:
     """The run every launch of this script makes: seeds fixed, so runs are comparable."""
     train, _ = counting_examples(length=6, n_test=8)  # 56 examples: 7 steps of 8 per epoch on one process
-    tokenizer = build_word_level_tokenizer(train)
+    tokenizer = build_word_level_tokenizer(train, extra_tokens=LATENT_TOKENS if schedule in LATENT else ())
     init = out / f"init-rank{os.environ.get('RANK', '0')}"
     model = tiny_gpt2(len(tokenizer), init, n_layer=1, n_embd=32, seed=0)
     args = ICoTConfig(
         output_dir=str(out / "run"),
         schedule=schedule,
         remove_per_epoch=remove_per_epoch,
-        **(ADAPTIVE if schedule == "adaptive" else {}),
+        **(ADAPTIVE if schedule == "adaptive" else LATENT.get(schedule, {})),
         removal_smoothing_lambda=0.2,
         reset_optimizer=True,
         max_steps=max_steps,
@@ -109,19 +122,26 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--max_steps", type=int, default=24)
     parser.add_argument("--kill_at_step", type=int, default=None)
+    parser.add_argument("--term_at_step", type=int, default=None)
     parser.add_argument("--resume", default=None)
     parser.add_argument("--save_steps", type=int, default=4)
     parser.add_argument("--leave_teardown_to_exit", action="store_true")
-    parser.add_argument("--schedule", default="stepwise", choices=["stepwise", "adaptive"])
+    parser.add_argument("--schedule", default="stepwise", choices=["stepwise", "adaptive", *LATENT])
     options = parser.parse_args()
     torch.set_num_threads(1)
     if options.leave_teardown_to_exit:  # registered first, so it runs after ICoTTrainer's own exit handler
         atexit.register(record_teardown_at_exit, options.out)
     trainer = build_trainer(options.out, options.max_steps, options.save_steps, schedule=options.schedule)
     rank = trainer.args.process_index
-    trainer.add_callback(ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step))
-    trainer.train(resume_from_checkpoint=options.resume)
+    trainer.add_callback(
+        ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step, options.term_at_step)
+    )
+    try:
+        trainer.train(resume_from_checkpoint=options.resume)
+    except RunStopped as stopped:  # preempted: the checkpoint is written, the exit status says so (75)
+        sys.exit(stopped.exit_status)
     wrapped = weakref.ref(trainer.model_wrapped)
+    # Every trained tensor (CODI's projection included), as the run trained it.
     weights = {name: p.detach().clone().contiguous() for name, p in trainer.model.named_parameters()}
     save_file(weights, str(options.out / f"final-rank{rank}.safetensors"))
     (options.out / f"log-rank{rank}.json").write_text(json.dumps(trainer.state.log_history, default=str))

@@ -1,0 +1,261 @@
+"""Continuous-thought curricula: the CoT's reasoning steps give way to latent thoughts instead of leaving the sequence.
+
+* :class:`Coconut` (Hao et al. 2024, "Training Large Language Models to Reason in a Continuous Latent Space",
+  ``facebookresearch/coconut``): at stage ``k`` the first ``k`` reasoning steps are replaced by ``k × c_thought``
+  latent slots; past ``max_latent_stage`` every remaining step goes too. Stage 0 is the full CoT (with the latent
+  markers around no slot), so a run starts from a CoT model as Coconut's does.
+* :class:`CODI` (Shen et al. 2025, "Compressing Chain-of-Thought into Continuous Space via Self-Distillation",
+  ``zhenyi4/codi``): one stage; every example is both a teacher sequence (question, CoT, answer) and a student
+  sequence (question, ``num_latent`` continuous thoughts, answer), with the teacher's hidden states at the answer
+  distilled into the student's.
+
+The schedule says, per example and step, how many CoT steps are replaced and how many latent slots stand in their
+place (:meth:`LatentSchedule.latent_plans`); the rendering, the forward that feeds hidden states back, the losses and
+latent generation are in :mod:`hf_icot.methods`. Pure Python, as every curriculum.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, NamedTuple
+
+from hf_icot.curriculum.base import (
+    Schedule,
+    _spec,
+    check_at_least,
+    example_uniforms,
+    layout_option,
+    option,
+)
+from hf_icot.curriculum.layout import SequenceLayout, check_choice
+
+#: When Coconut's optimizer state is reset: its code rebuilds AdamW at every epoch (its README says per stage).
+OPTIMIZER_RESETS = ("epoch", "stage", "never")
+DISTILL_LOSSES = ("smooth_l1", "l2")
+ALL_STEPS = 10**9  # "every step": more than any CoT has
+
+
+class LatentPlan(NamedTuple):
+    """One example's latent layout: the CoT steps it loses from the left and the latent slots in their place."""
+
+    skip_steps: int
+    n_latent: int
+
+
+@dataclass
+class LatentSchedule(Schedule):
+    """What continuous-thought schedules share: a latent :class:`SequenceLayout` (whole steps from the left, no fill
+    or hint options) and :meth:`latent_plans`."""
+
+    units: ClassVar[tuple[str, ...]] = ("step",)
+    sides: ClassVar[tuple[str, ...]] = ("left",)
+    unit: str = layout_option("unit", "step")
+
+    def __post_init__(self) -> None:
+        if self.fill != "drop" or self.hint or self.sequence_format != "hf_icot":
+            given = {"removal_fill": self.fill, "length_hint": self.hint, "sequence_format": self.sequence_format}
+            name, value = next((k, v) for k, v in given.items() if v not in ("drop", False, "hf_icot"))
+            raise ValueError(
+                f"{name} {value!r} does not apply to {self.name}: its removed steps become latent thoughts; leave "
+                f"{name} unset."
+            )
+        super().__post_init__()
+
+    @property
+    def layout(self) -> SequenceLayout:
+        """The latent layout at the end of the curriculum (:meth:`layout_at` for a step)."""
+        return self.layout_at(None)
+
+    def layout_at(self, step: int | None) -> SequenceLayout:
+        """The latent layout after training step ``step`` (None: the end of the curriculum): how many latent slots
+        a question gets at inference then."""
+        thoughts, per_step = self.inference_thoughts(step)
+        return SequenceLayout(
+            fill="drop", unit="step", side="left", latent=True, latent_thoughts=thoughts, latent_per_step=per_step
+        )
+
+    def inference_thoughts(self, step: int | None) -> tuple[int, int]:
+        """``(latent_thoughts, latent_per_step)`` of :meth:`layout_at`."""
+        raise NotImplementedError
+
+    def latent_plans(
+        self, step: int, example_ids: Sequence[int], n_steps: Sequence[int], training: bool = True
+    ) -> list[LatentPlan]:
+        """Each example's :class:`LatentPlan` at optimizer step ``step`` (``n_steps``: its CoT length in steps)."""
+        raise NotImplementedError
+
+    def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
+        # The text CoT each example keeps: what is removed, whatever stands in its place.
+        plans = self.latent_plans(step, example_ids, n_steps or [0] * len(example_ids), training)
+        return [_spec("step", "left", min(plan.skip_steps, ALL_STEPS), "drop") for plan in plans]
+
+
+@dataclass
+class Coconut(LatentSchedule):
+    """Coconut's multi-stage curriculum (``facebookresearch/coconut``, its ``dataset.py`` and ``run.py``).
+
+    Stage ``s = epoch // epochs_per_stage``; at stage ``s <= max_latent_stage`` an example loses its first ``s`` steps
+    and gets ``s × c_thought`` latent slots; past ``max_latent_stage`` it loses every step and gets
+    ``min(n_steps, max_latent_stage) × c_thought`` slots (``max_latent_stage × c_thought`` with
+    ``pad_latent_to_max``). With probability ``uniform_prob`` an example draws its stage uniformly from
+    ``0 … n_steps`` instead. The labels are the remaining steps and the answer (never the question, markers or slots).
+
+    Attributes:
+        max_latent_stage: the last stage that adds latent slots; None: the longest CoT of the training data (bound
+            by the trainer); larger than that longest CoT is refused.
+        max_cot_steps: the longest CoT of the training data, in steps (bound by the trainer).
+    """
+
+    name: ClassVar[str] = "coconut"
+    c_thought: int = option(1, "Latent thoughts per replaced reasoning step (c).")
+    epochs_per_stage: int = option(1, "Epochs per stage (stage s replaces the first s steps).")
+    max_latent_stage: int | None = option(
+        None,
+        "The last stage that replaces one more step; past it every remaining step goes (unset: the longest "
+        "CoT of the training data, in steps).",
+    )
+    uniform_prob: float = option(0.0, "Probability that an example draws its stage uniformly (0 … steps).")
+    pad_latent_to_max: bool = option(
+        False, "Past max_latent_stage, give every example max_latent_stage × c latent slots."
+    )
+    reset_optimizer_every: str = option(
+        "epoch",
+        "Reset the Adam state every epoch (its code), every stage (its README) or never.",
+        choices=OPTIMIZER_RESETS,
+    )
+    max_cot_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_at_least("c_thought", self.c_thought, 1)
+        check_at_least("epochs_per_stage", self.epochs_per_stage, 1)
+        check_at_least("max_latent_stage", self.max_latent_stage, 0)
+        if not 0.0 <= self.uniform_prob <= 1.0:
+            raise ValueError(f"uniform_prob {self.uniform_prob} is not allowed; it must be in [0, 1].")
+        check_choice("reset_optimizer_every", self.reset_optimizer_every, OPTIMIZER_RESETS)
+        self.check_longest_cot(self.max_cot_steps)
+
+    def check_longest_cot(self, max_cot_steps: int | None) -> None:
+        """Refuse a ``max_latent_stage`` beyond the longest CoT (no example could reach it).
+
+        Raises:
+            ValueError: naming both numbers.
+        """
+        if None not in (max_cot_steps, self.max_latent_stage) and self.max_latent_stage > max_cot_steps:
+            raise ValueError(
+                f"max_latent_stage {self.max_latent_stage} is larger than the longest CoT of the training data "
+                f"({max_cot_steps} steps); give at most {max_cot_steps}, or leave it unset."
+            )
+
+    def bind(self, steps_per_epoch, max_cot_level=None, max_cot_tokens=None, max_cot_steps=None) -> None:
+        super().bind(steps_per_epoch, max_cot_level, max_cot_tokens, max_cot_steps)
+        self.check_longest_cot(self.max_cot_steps)
+
+    @property
+    def last_latent_stage(self) -> int:
+        """``max_latent_stage``, or the longest CoT where it is unset (0 before the trainer binds it)."""
+        if self.max_latent_stage is not None:
+            return self.max_latent_stage
+        return self.max_cot_steps or 0
+
+    def _scheduled(self, step: int) -> int:
+        if not self.steps_per_epoch:
+            return 0
+        return step // self.steps_per_epoch // self.epochs_per_stage
+
+    def stage(self, step: int) -> int:
+        return min(self._scheduled(step), self.last_latent_stage + 1)  # past the last latent stage nothing changes
+
+    def removed_count(self, step: int) -> float:
+        stage = self.stage(step)
+        return math.inf if stage > self.last_latent_stage else float(stage)
+
+    def resets_optimizer_at(self, step: int) -> bool:
+        if step <= 0 or not self.steps_per_epoch or self.reset_optimizer_every == "never":
+            return False
+        if self.reset_optimizer_every == "epoch":
+            return step % self.steps_per_epoch == 0
+        return self.stage(step) != self.stage(step - 1)
+
+    def _plan(self, stage: int, n_steps: int) -> LatentPlan:
+        last = self.last_latent_stage
+        if stage > last:
+            n_latent = last if self.pad_latent_to_max else min(n_steps, last)
+            return LatentPlan(ALL_STEPS, n_latent * self.c_thought)
+        return LatentPlan(stage, stage * self.c_thought)
+
+    def latent_plans(self, step, example_ids, n_steps, training=True):
+        scheduled = self.stage(step)
+        if not (training and self.uniform_prob > 0):
+            return [self._plan(scheduled, n) for n in n_steps]
+        draws = example_uniforms(self.seed, step, example_ids)
+        mixed = example_uniforms(self.seed + 1, step, example_ids)  # which stage, for the examples that mix
+        return [
+            self._plan(int(u * (n + 1)) if m < self.uniform_prob else scheduled, n)
+            for u, m, n in zip(draws, mixed, n_steps)
+        ]
+
+    def inference_thoughts(self, step):
+        # Coconut's evaluation: min(stage, max_latent_stage) × c slots, capped by the question's steps unless padded.
+        stage = min(self.last_latent_stage, self.last_latent_stage + 1 if step is None else self.stage(step))
+        return stage * self.c_thought, 0 if self.pad_latent_to_max else self.c_thought
+
+    def describe_stage(self, step: int) -> str:
+        stage = self.stage(step)
+        if stage > self.last_latent_stage:
+            return f"all CoT steps; up to {self.last_latent_stage * self.c_thought} latent thoughts"
+        if stage == 0:
+            return "nothing (full CoT)"
+        return f"the first {stage} CoT step(s), as {stage * self.c_thought} latent thoughts"
+
+
+@dataclass
+class CODI(LatentSchedule):
+    """CODI's self-distillation (``zhenyi4/codi``, ``src/model.py``): one stage in which every example trains the
+    model as teacher (question, CoT, answer: cross entropy × ``ref_loss_factor``) and as student (question,
+    ``num_latent`` continuous thoughts, answer: cross entropy), plus the distillation loss between the two's hidden
+    states at the token before the answer (every layer's output and the embeddings, averaged; the teacher's side
+    without gradient), × ``distill_loss_factor``."""
+
+    name: ClassVar[str] = "codi"
+    num_latent: int = option(6, "Continuous thoughts between the latent markers.")
+    use_prj: bool = option(
+        False,
+        "Pass each thought through a projection (Dropout, Linear, GELU, Linear, LayerNorm) before feeding it.",
+    )
+    prj_dim: int | None = option(None, "The projection's hidden width (unset: the model's hidden size).")
+    prj_dropout: float = option(0.0, "The projection's dropout.")
+    prj_no_ln: bool = option(False, "Leave the LayerNorm out of the projection.")
+    distill_loss_type: str = option("smooth_l1", "The distillation loss, smooth_l1 or l2.", choices=DISTILL_LOSSES)
+    distill_loss_factor: float = option(1.0, "Weight of the distillation loss.")
+    distill_loss_div_std: bool = option(False, "Divide the distillation loss by the teacher's std (l2: twice).")
+    ref_loss_factor: float = option(1.0, "Weight of the teacher's cross entropy.")
+    include_last_cot: bool = option(False, "Keep the last CoT step in the teacher's CoT (CODI drops it).")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_at_least("num_latent", self.num_latent, 0)
+        check_at_least("prj_dim", self.prj_dim, 1)
+        if not 0.0 <= self.prj_dropout < 1.0:
+            raise ValueError(f"prj_dropout {self.prj_dropout} is not allowed; it must be in [0, 1).")
+        check_choice("distill_loss_type", self.distill_loss_type, DISTILL_LOSSES)
+        check_at_least("distill_loss_factor", self.distill_loss_factor, 0)
+        check_at_least("ref_loss_factor", self.ref_loss_factor, 0)
+
+    def removed_count(self, step: int) -> float:
+        return math.inf
+
+    def latent_plans(self, step, example_ids, n_steps, training=True):
+        return [LatentPlan(ALL_STEPS, self.num_latent)] * len(example_ids)
+
+    def inference_thoughts(self, step):
+        return self.num_latent, 0
+
+    def teacher_steps(self, n_steps: int) -> int:
+        """How many of an example's ``n_steps`` CoT steps the teacher sequence keeps (CODI drops the last)."""
+        return n_steps if self.include_last_cot else max(n_steps - 1, 0)
+
+    def describe_stage(self, step: int) -> str:
+        return f"all CoT steps, as {self.num_latent} continuous thoughts (CoT teacher distilled at the answer)"

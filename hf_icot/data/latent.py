@@ -1,0 +1,157 @@
+"""Batches for continuous-thought methods (:mod:`hf_icot.curriculum.latent`), from a prepared dataset's ids.
+
+A latent sequence is ``question <eos> <|start-latent|> <|latent|>×n <|end-latent|> [kept CoT] <eos> #### answer <eos>``
+(:attr:`hf_icot.curriculum.layout.SequenceLayout.latent`): the first ``skip_steps`` CoT steps are gone and ``n`` latent
+slots stand in their place. The labels are the kept CoT, the ``<eos>`` after it and ``#### answer <eos>`` — never the
+question, the markers or the slots (Coconut's labels).
+
+Rows are **left-padded so that their ``<|start-latent|>`` markers share a column** (Coconut's collator aligns the
+first latent slot the same way): the latent forward then feeds the hidden states back one column at a time, every row
+at once, reusing the KV cache. Position ids count each row's real tokens from 0; padding is masked.
+
+CODI's teacher is the ordinary sequence ``question <eos> cot <eos> #### answer <eos>`` (without its last CoT step
+unless ``include_last_cot``), labelled after the first ``<eos>``. Both sides carry the position of the token before the
+answer (the last token of ``####``), where CODI distils the teacher's hidden states into the student's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from hf_icot.cot import ANSWER_PREFIX
+from hf_icot.curriculum.latent import LatentPlan
+from hf_icot.curriculum.layout import END_LATENT_TOKEN, LATENT_TOKEN, START_LATENT_TOKEN
+from hf_icot.data.encoding import IGNORE_INDEX, encode_text, eos_id, token_id
+
+#: The keys of CODI's teacher half of a batch (the student half has the usual ``input_ids``, ``labels``, …).
+TEACHER_KEYS = ("teacher_input_ids", "teacher_attention_mask", "teacher_labels", "teacher_answer_positions")
+
+
+@dataclass(frozen=True)
+class LatentTokens:
+    """The ids of the latent markers in a tokenizer."""
+
+    start: int
+    latent: int
+    end: int
+
+    @classmethod
+    def of(cls, tokenizer: Any) -> LatentTokens:
+        """Raises: ValueError naming the first marker the tokenizer lacks."""
+        try:
+            return cls(*(token_id(tokenizer, token) for token in (START_LATENT_TOKEN, LATENT_TOKEN, END_LATENT_TOKEN)))
+        except ValueError as error:
+            raise ValueError(
+                f"{error.args[0].split(';')[0]}; a latent method needs its markers: build the tokenizer with "
+                "hf_icot.modeling.loading.load_model_and_tokenizer, or add them with "
+                "hf_icot.data.tokenization.prepare_tokenizer_for_icot(tokenizer, model, latent=True)."
+            ) from None
+
+
+def step_token_counts(example: Mapping[str, Any]) -> list[int]:
+    """Tokens per CoT step of a prepared example (its ``cot_tokens`` are each step's tokens, space-joined)."""
+    return [len(step.split(" ")) if step else 0 for step in example["cot_tokens"]]
+
+
+class LatentRenderer:
+    """Renders latent batches (and CODI's teacher half) for one tokenizer.
+
+    Raises:
+        ValueError: a tokenizer without the latent markers or an eos token.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokens = LatentTokens.of(tokenizer)
+        self.eos = eos_id(tokenizer)
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
+        self.answer_prefix = len(encode_text(ANSWER_PREFIX, tokenizer))
+
+    def sequence(self, example: Mapping[str, Any], plan: LatentPlan, prompt_only: bool = False) -> tuple[list, int]:
+        """One latent sequence's ids and the index of its first labelled token (the prompt alone: up to and with
+        ``<|end-latent|>``, for generation)."""
+        counts = step_token_counts(example)
+        cot = list(example["cot_ids"])[sum(counts[: plan.skip_steps]) :]
+        prompt = [*example["question_ids"], self.eos, self.tokens.start]
+        prompt += [self.tokens.latent] * plan.n_latent + [self.tokens.end]
+        if prompt_only:
+            return prompt, len(prompt)
+        return prompt + cot + [self.eos, *example["answer_ids"], self.eos], len(prompt)
+
+    def render(
+        self,
+        examples: Sequence[Mapping[str, Any]],
+        plans: Sequence[LatentPlan],
+        teacher_steps: Sequence[int] | None = None,
+    ) -> tuple[dict[str, torch.Tensor], list[int]]:
+        """The student batch (``input_ids``, ``attention_mask``, ``position_ids``, ``labels``, ``answer_positions``)
+        and the CoT tokens each row kept; with ``teacher_steps`` (CODI: the CoT steps each teacher keeps) also the
+        :data:`TEACHER_KEYS`."""
+        rows = [self.sequence(example, plan) for example, plan in zip(examples, plans)]
+        starts = np.array([len(example["question_ids"]) + 1 for example in examples])  # column of <|start-latent|>
+        batch = self._left_aligned([ids for ids, _ in rows], starts, [first for _, first in rows])
+        kept = [len(ids) - first - len(example["answer_ids"]) - 2 for (ids, first), example in zip(rows, examples)]
+        if teacher_steps is not None:
+            batch.update(self._teacher(examples, teacher_steps))
+        return batch, kept
+
+    def prompts(self, examples: Sequence[Mapping[str, Any]], plans: Sequence[LatentPlan]) -> list[list[int]]:
+        """The generation prompts: each question with its latent slots, up to and with ``<|end-latent|>``."""
+        return [self.sequence(example, plan, prompt_only=True)[0] for example, plan in zip(examples, plans)]
+
+    def _left_aligned(self, rows: list[list[int]], starts: np.ndarray, first_labels: list[int]) -> dict[str, Any]:
+        offsets = starts.max() - starts  # left padding that puts every <|start-latent|> in one column
+        width = int(max(offset + len(ids) for offset, ids in zip(offsets, rows)))
+        input_ids = np.full((len(rows), width), self.pad, dtype=np.int64)
+        labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
+        attention = np.zeros((len(rows), width), dtype=np.int64)
+        positions = np.zeros((len(rows), width), dtype=np.int64)
+        answer_positions = np.zeros(len(rows), dtype=np.int64)
+        for row, (offset, ids, first) in enumerate(zip(offsets, rows, first_labels)):
+            end = offset + len(ids)
+            input_ids[row, offset:end] = ids
+            attention[row, offset:end] = 1
+            positions[row, offset:end] = np.arange(len(ids))
+            labels[row, offset + first : end] = ids[first:]
+            answer_positions[row] = end - 2 - (self._answer_length(ids) - self.answer_prefix)
+        return {
+            "input_ids": torch.from_numpy(input_ids),
+            "attention_mask": torch.from_numpy(attention),
+            "position_ids": torch.from_numpy(positions),
+            "labels": torch.from_numpy(labels),
+            "answer_positions": torch.from_numpy(answer_positions),
+        }
+
+    def _answer_length(self, ids: list[int]) -> int:
+        """Tokens of ``#### answer`` at the end of ``ids`` (between the last two ``<eos>``)."""
+        last = len(ids) - 1
+        before = max(i for i in range(last) if ids[i] == self.eos)
+        return last - before - 1
+
+    def _teacher(self, examples: Sequence[Mapping[str, Any]], teacher_steps: Sequence[int]) -> dict[str, Any]:
+        rows, firsts = [], []
+        for example, keep in zip(examples, teacher_steps):
+            counts = step_token_counts(example)
+            cot = list(example["cot_ids"])[: sum(counts[:keep])]
+            rows.append([*example["question_ids"], self.eos, *cot, self.eos, *example["answer_ids"], self.eos])
+            firsts.append(len(example["question_ids"]) + 1)
+        width = max(len(ids) for ids in rows)
+        input_ids = np.full((len(rows), width), self.pad, dtype=np.int64)
+        labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
+        attention = np.zeros((len(rows), width), dtype=np.int64)
+        answer_positions = np.zeros(len(rows), dtype=np.int64)
+        for row, (ids, first) in enumerate(zip(rows, firsts)):
+            input_ids[row, : len(ids)] = ids
+            attention[row, : len(ids)] = 1
+            labels[row, first : len(ids)] = ids[first:]
+            answer_positions[row] = len(ids) - 2 - (self._answer_length(ids) - self.answer_prefix)
+        return {
+            "teacher_input_ids": torch.from_numpy(input_ids),
+            "teacher_attention_mask": torch.from_numpy(attention),
+            "teacher_labels": torch.from_numpy(labels),
+            "teacher_answer_positions": torch.from_numpy(answer_positions),
+        }

@@ -1,0 +1,131 @@
+"""Latent generation: each prompt ``question <eos> <|start-latent|> <|latent|>×n <|end-latent|>`` goes through the
+latent forward (one pass per latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`), then greedy
+decoding continues from its KV cache, a batch of left-padded prompts at a time, until each row has written the two
+``<eos>`` that close its CoT and its answer (or ``max_new_tokens``).
+
+Coconut's own generation takes one question at a time and recomputes the whole sequence at every token; this one
+batches and caches, with the same greedy tokens. A latent thought costs a forward pass: :class:`LatentCost` counts
+them beside the generated tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states, projection_of
+
+#: ``<eos>`` a latent prompt's continuation needs: the one closing its CoT, the one closing its answer.
+EOS_TO_WRITE = 2
+
+
+@dataclass
+class LatentCost:
+    """What latent generation spent: decoder passes (latent columns + the prompt's last pass + one per generated
+    token, per batch) and the tokens generated."""
+
+    forward_passes: int = 0
+    generated_tokens: int = 0
+
+
+def generate_latent(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    latent_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_new_tokens: int,
+    batch_size: int = 64,
+    cost: LatentCost | None = None,
+) -> list[list[int]]:
+    """Greedy continuations of latent prompts (token ids, e.g. :meth:`hf_icot.data.latent.LatentRenderer.prompts`).
+
+    Args:
+        model: the causal LM (possibly PEFT-wrapped), with CODI's projection attached if it was trained with one.
+        max_new_tokens: at most this many tokens per continuation.
+        batch_size: prompts per batch (sorted by length, so batches carry little padding).
+        cost: filled with the passes and tokens spent, when given.
+
+    Returns:
+        Per prompt, in order, its generated ids up to and with the ``<eos>`` that closes the answer.
+
+    Raises:
+        ValueError: no prompts, or a non-positive ``max_new_tokens`` or ``batch_size``.
+    """
+    if not prompts:
+        raise ValueError("generate_latent got no prompts; pass at least one list of token ids.")
+    for what, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{what} {value!r} is not allowed; it must be an integer >= 1.")
+    lm = causal_lm_of(model)
+    projection = projection_of(lm)
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    results: list[list[int]] = [[] for _ in prompts]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                batch = order[start : start + batch_size]
+                rows = _generate_batch(
+                    lm, [prompts[i] for i in batch], latent_id, eos_id, pad_id, max_new_tokens, projection, cost
+                )
+                for i, row in zip(batch, rows):
+                    results[i] = row
+    finally:
+        model.train(was_training)
+    return results
+
+
+def _generate_batch(
+    lm: Any,
+    prompts: list[Sequence[int]],
+    latent_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_new_tokens: int,
+    projection: Any,
+    cost: LatentCost | None,
+) -> list[list[int]]:
+    device = lm.get_input_embeddings().weight.device
+    width = max(len(prompt) for prompt in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):  # left padding: every prompt ends in the last column
+        ids[row, width - len(prompt) :] = torch.tensor(list(prompt), dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
+    hidden, _, cache = latent_hidden_states(lm, ids, mask, positions, latent_id, projection, keep_cache=True)
+    passes = int((ids == latent_id).any(dim=0).sum()) + 1
+    decoder, head, embed = lm.get_decoder(), lm.get_output_embeddings(), lm.get_input_embeddings()
+    token = head(hidden[:, -1]).argmax(dim=-1)  # (B,)
+    position = positions[:, -1]
+    generated = [token]
+    eos_seen = (token == eos_id).long()
+    while len(generated) < max_new_tokens and not bool((eos_seen >= EOS_TO_WRITE).all()):
+        position = position + 1
+        mask = torch.cat([mask, mask.new_ones((len(prompts), 1))], dim=1)
+        out = decoder(
+            inputs_embeds=embed(token)[:, None, :],
+            attention_mask=mask,
+            position_ids=position[:, None],
+            cache=cache,
+            use_cache=True,
+        )
+        passes += 1
+        token = head(out.last_hidden_state[:, -1]).argmax(dim=-1)
+        generated.append(token)
+        eos_seen += (token == eos_id).long()
+    tokens = torch.stack(generated, dim=1).tolist()  # (B, steps)
+    out_rows = []
+    for row in tokens:  # a finished row went on with filler until its batch ended
+        eos_at = [index for index, value in enumerate(row) if value == eos_id]
+        out_rows.append(row[: eos_at[EOS_TO_WRITE - 1] + 1] if len(eos_at) >= EOS_TO_WRITE else row)
+    if cost is not None:
+        cost.forward_passes += passes
+        cost.generated_tokens += sum(len(row) for row in out_rows)
+    return out_rows

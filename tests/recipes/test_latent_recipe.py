@@ -1,0 +1,79 @@
+"""The GPT-2 recipe with the continuous-thought methods, end to end on a tiny GPT-2 with a BPE tokenizer: Coconut
+(full weights, pushed to the loopback Hub) and CODI (a LoRA adapter saved alone, its projection beside it) train,
+evaluate in latent mode, save, and write a card whose snippet answers as evaluation did; a latent option that does not
+apply is one sentence."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from hf_icot.curriculum import build_schedule
+from hf_icot.evaluation.generation_accuracy import evaluate_generation
+from hf_icot.methods import load_latent_model
+from tests.recipes.conftest import TASK_ARGS, recipe_args, run_recipe
+
+LATENT_FLAGS = {
+    "coconut": ["--schedule", "coconut", "--c_thought", "1", "--epochs_per_stage", "1", "--max_latent_stage", "2"],
+    "codi": ["--schedule", "codi", "--num_latent", "2", "--use_prj", "--prj_dim", "16", "--use_peft", "--lora_r", "4"],
+}  # fmt: skip
+
+
+def run_snippet(card: str) -> str:
+    snippet = re.search(r"```python\n(.*?)```", card, re.DOTALL).group(1)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(snippet, "model_card_snippet", "exec"), {})
+    return printed.getvalue().strip()
+
+
+@pytest.mark.parametrize("method", ["coconut", "codi"])
+def test_latent_recipe_trains_evaluates_saves_cards_and_pushes(
+    method: str, tiny_gpt2: Path, tmp_path: Path, loopback_hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", loopback_hub.token)
+    output = tmp_path / "run"
+    push = ["--push_to_hub", "--hub_model_id", f"loopback-user/{method}"] if method == "coconut" else []
+    metrics = run_recipe(recipe_args(tiny_gpt2, output, *LATENT_FLAGS[method], *push))
+    assert {"test/latent/answer_em", "validation/latent/answer_em", "test/latent/tokens_per_s"} <= set(metrics)
+    assert not any("/implicit/" in key for key in metrics)  # a latent run is asked in latent mode
+    assert (
+        json.loads((output / "eval_results.json").read_text())["test/latent/answer_em"]
+        == metrics["test/latent/answer_em"]
+    )
+    layout = build_schedule(method, {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2}).layout
+    card = (output / "README.md").read_text()
+    assert "load_latent_model" in card and ("arXiv:2412.06769" if method == "coconut" else "arXiv:2502.21074") in card
+
+    # The card's snippet, run as printed on the run folder, answers as evaluation did.
+    model, tokenizer = load_latent_model(str(output))
+    if method == "codi":
+        assert (output / "adapter_config.json").is_file() and (output / "latent_projection.safetensors").is_file()
+        assert model.latent_projection.settings["width"] == 16
+    from datasets_builder import registry
+
+    test = registry.get_task("multiplication").build(registry.make_params("multiplication", **TASK_ARGS))["test"]
+    _, predictions = evaluate_generation(
+        model, tokenizer, [test[0]], modes=["latent"], layout=layout, return_predictions=True
+    )
+    card_at_folder = card.replace(f"loopback-user/{method}", str(output))
+    assert run_snippet(card_at_folder) == predictions["latent"][0]["generated_answer"]
+    if method == "coconut":
+        files = loopback_hub.files("loopback-user/coconut", repo_type="model")
+        assert {"model.safetensors", "tokenizer.json", "README.md", "eval_results.json"} <= set(files)
+
+
+def test_a_removal_option_given_to_a_latent_method_is_one_sentence(tiny_gpt2: Path, tmp_path: Path) -> None:
+    from tests.recipes.test_recipe_errors import _error
+
+    message = _error(recipe_args(tiny_gpt2, tmp_path / "out", "--schedule", "coconut", "--removal_fill", "pad"))
+    assert message == (
+        "removal_fill 'pad' does not apply to coconut: its removed steps become latent thoughts; leave removal_fill "
+        "unset."
+    )
+    assert not (tmp_path / "out").exists()
