@@ -260,9 +260,7 @@ def verdict_b2(groups: Groups, group: str = "a_paper_log_icot") -> dict[str, Any
         return None
     verdict = "agree" if share >= 0.95 else "disagree" if share < 0.80 else "inconclusive"
     seeds = len(groups[group])
-    # the standard error of the share over the seeds (each seed's share of its nodes), against the cut that decided
-    shares = [node_share([run]) for run in groups[group]]
-    shares = [value for value in shares if value is not None]
+    shares = [value for value in (node_share([run]) for run in groups[group]) if value is not None]  # per seed
     error = summarize(shares).std / len(shares) ** 0.5 if len(shares) > 1 else None
     cut = 0.95 if abs(share - 0.95) < abs(share - 0.80) else 0.80
     return {"verdict": verdict, "seeds": seeds, "ours": f"{fmt(share)} of the nodes of {seeds} seeds (children.md)",
@@ -306,9 +304,7 @@ def verdict_a8(groups: Groups) -> dict[str, Any] | None:
         f"{won}/{len(model_b)} seeds internalize; end to end {e2e}/{e2e_n}; "
         f"removed steps reading 0 instead: {zero}/{zero_n}"
     )
-    verdict = by_share(won, len(model_b))
-    # the seed does not say what a removed position holds: an agreement is our reading's (a removed position reads
-    # what the model computed there), stated in the claim
+    verdict = by_share(won, len(model_b))  # the seed leaves open what a removed position holds: our reading agrees
     verdict = "agree under our reading" if verdict == "agree" else verdict
     return {"verdict": verdict, "seeds": len(model_b), "ours": ours}
 
@@ -383,10 +379,9 @@ VERDICTS = {
 PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_no_cot"),
          ("c_curriculum_n30_k8", "c_e2e_n30_k8"), ("c_mixture_n30_k8", "c_e2e_n30_k8"),
          ("gpt2_log_icot", "gpt2_no_cot"), ("gpt2_stepwise", "gpt2_no_cot")]  # fmt: skip
-#: model A at B = n^4 (issue 40): counted by A10 once both groups have every seed, never holding it pending
-PAIRS_N4 = [("a_budget_log_icot_b810000", "a_budget_no_cot_b810000")]
-MODEL_B = "b_paper_stepwise"
-#: B1-n4 and B2-n4: Log-ICoT at B = n^4 on fresh seeds 10-19
+# model A at B = n^4 (issue 40): counted by A10 once both groups have every seed, never holding it pending;
+# FRESH_N4: B1-n4's and B2-n4's Log-ICoT at B = n^4 on fresh seeds 10-19
+PAIRS_N4, MODEL_B = [("a_budget_log_icot_b810000", "a_budget_no_cot_b810000")], "b_paper_stepwise"
 FRESH_N4 = "a_fresh_log_icot_b810000"
 
 
