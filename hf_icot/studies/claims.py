@@ -90,8 +90,9 @@ def read_ledger(path: str | os.PathLike) -> list[dict[str, str]]:
     """The rows of a ``claims.csv``, in file order.
 
     Raises:
-        LedgerError: a missing file, columns other than :data:`COLUMNS`, a repeated id, or a verdict, point or kind
-            outside :data:`VERDICTS`, :data:`POINTS`, :data:`KINDS`.
+        LedgerError: a missing file, columns other than :data:`COLUMNS`, a repeated id, a verdict, point or kind
+            outside :data:`VERDICTS`, :data:`POINTS`, :data:`KINDS`, an ``agree under our reading`` whose claim does
+            not state the reading, or a withdrawn claim with no why.
     """
     path = Path(path)
     try:
@@ -131,8 +132,8 @@ def update_ledger(path: str | os.PathLike, results: Mapping[str, Mapping[str, An
 
     Raises:
         LedgerError: a claim id the ledger does not have, a column outside :data:`RESULT_COLUMNS` (``claim``,
-            ``rule``, the links and ``history`` are fixed by hand), an unknown verdict, or ``withdrawn`` (only a hand
-            edit withdraws).
+            ``rule``, the links and ``history`` are fixed by hand), an unknown verdict, ``withdrawn`` (only a hand
+            edit withdraws), or ``agree under our reading`` for a claim that does not state the reading.
     """
     rows = read_ledger(path)
     by_id = {row["id"]: row for row in rows}
