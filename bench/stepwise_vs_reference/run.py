@@ -13,8 +13,8 @@ rows with ``--task multiplication``), a byte-level BPE trained on them (a few hu
 both sides load the same weights. Then, per round and vocabulary, one after the other (interleaved, so a load change
 on the machine touches every side alike): the reference with its README's multiplication flags (1 epoch, batch 32,
 lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference`` and
-the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the validation
-split and a saved model at every stage end) and off.
+the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
+validation examples and a saved model at every stage end; no generation, ``eval_modes`` being empty) and off.
 
 Run-time adaptations of the reference, none written to its files (``launch_reference`` below):
 
@@ -173,7 +173,7 @@ def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eva
         "--weight_decay", "0.01", "--decay_all_parameters", "true", "--lr_scheduler_type", "constant",
         "--max_grad_norm", "1.0", "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none",
         "--evaluate_each_stage", str(stage_eval).lower(), "--output_dir", str(output), "--overwrite_output_dir",
-        "true", "--eval_modes", "implicit", "--max_eval_examples", "32",
+        "true", "--max_eval_examples", "64",
     ]  # fmt: skip
     env_threads = {"OMP_NUM_THREADS": str(args.threads)}
     run(command, run_dir / f"{output.name}.log", env_threads)
