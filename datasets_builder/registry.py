@@ -25,6 +25,7 @@ from typing import Any
 #: Task name -> its module under ``datasets_builder.tasks`` (imported only when the task is used).
 TASK_MODULES: dict[str, str] = {
     "ambiguity": "ambiguity",
+    "latent_json": "latent_json",
     "multiplication": "multiplication",
     "parity": "parity",
     "reference_text": "reference_text",
@@ -112,7 +113,7 @@ def build_dataset(task_name: str, task_args: dict[str, Any] | None = None, progr
     info = {
         "source": f"datasets_builder:{task_name}",
         "config": params.config_name(),
-        "task": params.config_name() if task_name == "reference_text" else task_name,
+        "task": params.config_name() if task_name in ("reference_text", "latent_json") else task_name,
         "fingerprint": f"built on the fly from {json.dumps(vars(params), sort_keys=True)} ({fingerprints})",
     }
     return dataset, info
