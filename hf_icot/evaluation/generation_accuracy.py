@@ -13,6 +13,10 @@ A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :
 * ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units (the last k of
   the CoT when the mixture removed from the left, its default; the first k with ``removal_side="right"``), then
   ``<eos> #### answer <eos>``;
+* ``"latent"`` / ``"latent=k"`` — continuous-thought models (Coconut, CODI): prompt ``question <eos>
+  <|start-latent|> <|latent|>×n <|end-latent|>`` (n from the run's layout, or k), each slot fed the hidden state
+  before it (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``.
+  ``latent/forward_passes`` is the mean number of decoder passes an answer took (its thoughts and its tokens);
 * ``"reference"`` — the stepwise reference's protocol: the explicit prompt, free generation, and exact match of the
   ``#### answer`` read from the decoded continuation with commas removed
   (:func:`hf_icot.data.encoding.reference_answer`).
@@ -34,13 +38,14 @@ shipped in :mod:`hf_icot.evaluation.metrics`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import torch
 
 from hf_icot.cot import ANSWER_PREFIX
-from hf_icot.curriculum.layout import SequenceLayout
+from hf_icot.curriculum.layout import LATENT_TOKEN, SequenceLayout
 from hf_icot.data.encoding import reference_answer, split_generation
 from hf_icot.data.loading import split_order
 from hf_icot.evaluation.generation import generate_batched, generate_with_empty_cot_shifts
@@ -101,7 +106,6 @@ def _generate_latent(
 ) -> list[list[int]]:
     """Latent prompts through :func:`hf_icot.methods.generation.generate_latent` (latent passes, then greedy decoding
     from the KV cache)."""
-    from hf_icot.curriculum.layout import LATENT_TOKEN
     from hf_icot.data.encoding import eos_id, token_id
     from hf_icot.methods.generation import generate_latent
 
@@ -111,27 +115,22 @@ def _generate_latent(
     return generate_latent(model, prompts, latent, eos, pad, max_new_tokens, batch_size)
 
 
-def _generate_shared(
-    model: torch.nn.Module,
-    tokenizer: Any,
-    mode: str,
+def _shared_between_processes(
     cases: Sequence[GenerationCase],
-    max_new_tokens: int,
-    batch_size: int,
     accelerator: Any,
+    generate: Callable[..., list[list[int]]],
 ) -> list[list[int]]:
-    """:func:`generate_in_mode` of every case in order; with several processes, each generates its share and all
-    get every generation (see :func:`evaluate_generation`)."""
+    """``generate(cases)`` of every case in order; with several processes, each generates its share (with
+    ``synced_gpus=True`` when the model is sharded, so all step together) and all get every generation (see
+    :func:`evaluate_generation`)."""
     if accelerator is None or accelerator.num_processes == 1:
-        return generate_in_mode(model, tokenizer, mode, cases, max_new_tokens, batch_size)
+        return generate(list(cases))
     from accelerate.utils import DistributedType, gather_object
 
     sharded = accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED)
     with accelerator.split_between_processes(list(range(len(cases))), apply_padding=True) as mine:
         mine = list(mine)
-        generated = generate_in_mode(
-            model, tokenizer, mode, [cases[i] for i in mine], max_new_tokens, batch_size, synced_gpus=sharded
-        )
+        generated = generate([cases[i] for i in mine], synced_gpus=sharded)
     by_index = dict(gather_object(list(zip(mine, generated))))
     return [by_index[i] for i in range(len(cases))]
 
@@ -239,7 +238,8 @@ def _evaluate_split(
         cases = [plan_generation(example, tokenizer, mode, layout) for example in examples]
         limit = max_new_tokens if max_new_tokens is not None else max_new_tokens_for(cases)
         start = time.perf_counter()
-        continuations = _generate_shared(model, tokenizer, mode, cases, limit, batch_size, accelerator)
+        generate = partial(generate_in_mode, model, tokenizer, mode, max_new_tokens=limit, batch_size=batch_size)
+        continuations = _shared_between_processes(cases, accelerator, generate)
         seconds = max(time.perf_counter() - start, 1e-9)
 
         # A latent prompt is continued as an explicit one: the CoT left to write, <eos>, #### answer <eos>.
@@ -262,6 +262,10 @@ def _evaluate_split(
             cot_matches = cots["matches"]
         metrics[f"{mode}/examples_per_s"] = len(examples) / seconds
         metrics[f"{mode}/tokens_per_s"] = sum(len(ids) for ids in continuations) / seconds
+        if prompt_mode == "latent":  # a latent thought costs a decoder pass, as a generated token does
+            latent = tokenizer.convert_tokens_to_ids(LATENT_TOKEN)
+            passes = [case.prompt.count(latent) + len(ids) for case, ids in zip(cases, continuations)]
+            metrics[f"{mode}/forward_passes"] = sum(passes) / len(passes)
         if return_predictions:
             predictions[mode] = [
                 {
