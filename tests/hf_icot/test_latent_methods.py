@@ -252,6 +252,12 @@ def test_coconut_trains_stage_by_stage_and_is_evaluated_in_latent_mode(task, tmp
     assert record["removes"] == "the first 1 CoT step(s), as 1 latent thoughts"
     metrics = trainer.evaluate_generation({"test": test}, metric_key_prefix="")
     assert set(metrics) >= {"test/latent/answer_em", "test/latent/examples_per_s", "test/latent/tokens_per_s"}
+    _, predictions = evaluate_generation(
+        trainer.model, tokenizer, test, modes=["latent"], layout=trainer.layout, return_predictions=True
+    )
+    generated = [len(row["generated_ids"]) for row in predictions["latent"]]
+    # A latent thought costs a decoder pass, as a generated token does: 2 thoughts here, then the tokens.
+    assert metrics["test/latent/forward_passes"] == pytest.approx(2 + sum(generated) / len(generated))
     assert trainer.layout.latent_slots(6) == 2  # after the last stage, 2 steps as 1 thought each
 
 
