@@ -16,6 +16,7 @@ import pytest
 from hf_icot.curriculum import build_schedule
 from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from hf_icot.methods import load_latent_model
+from hf_icot.methods.latent_forward import causal_lm_of
 from tests.recipes.conftest import TASK_ARGS, recipe_args, run_recipe
 
 LATENT_FLAGS = {
@@ -77,3 +78,31 @@ def test_a_removal_option_given_to_a_latent_method_is_one_sentence(tiny_gpt2: Pa
         "unset."
     )
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("family", "method"), [("llama", "coconut"), ("mistral", "codi")])
+def test_latent_methods_on_rotary_families_through_the_recipe(family, method, tmp_path):
+    """Llama and Mistral (rotary positions, no learned position table) take latent thoughts through the recipe: the
+    tokenizer gains the markers, the model is widened, trained a few steps, and reloads to the same answers."""
+    from tests.recipes.test_model_families import counting_examples, save_tiny_model
+
+    train, held_out = counting_examples(length=8, n_test=16)
+    from hf_icot.cot import render_line
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+
+    folder = tmp_path / "counting"
+    folder.mkdir()
+    for stem, rows in {"train": train.select(range(64)), "valid": held_out.select(range(8)), "test": held_out}.items():
+        (folder / f"{stem}.txt").write_text("".join(render_line(row) + "\n" for row in rows), encoding="utf-8")
+    model = save_tiny_model(family, tmp_path / family, build_word_level_tokenizer([train, held_out]))
+    output = tmp_path / "run"
+    argv = recipe_args(model, output, *LATENT_FLAGS[method], "--max_steps", "8")  # CODI with LoRA
+    at = argv.index("--task")
+    argv[at : at + 4] = ["--task", "reference_text", "--task_args", json.dumps({"path": [str(folder)]})]
+    metrics = run_recipe(argv)
+    assert "test/latent/answer_em" in metrics
+    reloaded, tokenizer = load_latent_model(str(output))
+    assert type(causal_lm_of(reloaded)).__name__.lower().startswith(family)
+    layout = build_schedule(method, {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2}).layout
+    again = evaluate_generation(reloaded, tokenizer, held_out, modes=["latent"], layout=layout)
+    assert again["latent/answer_em"] == metrics["test/latent/answer_em"]
