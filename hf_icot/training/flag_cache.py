@@ -103,6 +103,7 @@ def save_flags(parser: argparse.ArgumentParser, type_names: Sequence[str]) -> No
                     "const": _jsonable(action.const),
                     "default": _jsonable(action.default),
                     "choices": None if action.choices is None else [str(choice) for choice in action.choices],
+                    "text_choices": action.choices is None or all(isinstance(c, str) for c in action.choices),
                     "type": getattr(action.type, "__name__", None),
                     "required": action.required,
                     "help": action.help,
@@ -153,8 +154,9 @@ def saved_parser(type_names: Sequence[str]) -> argparse.ArgumentParser | None:
                 if flag["choices"] is not None:
                     options["choices"] = flag["choices"]
                 options["type"] = _TYPES.get(flag["type"], str)
-                if flag["type"] is not None and flag["type"] not in _TYPES and flag["choices"] is None:
-                    parser.unconverted.add(flag["dest"])
+                converted = flag["type"] in _TYPES or (flag["choices"] is not None and flag.get("text_choices"))
+                if flag["type"] is not None and not converted:
+                    parser.unconverted.add(flag["dest"])  # a custom type, or choices the full parser maps to values
             target.add_argument(*flag["option_strings"], **options)
     return parser
 
