@@ -106,3 +106,18 @@ def test_latent_methods_on_rotary_families_through_the_recipe(family, method, tm
     layout = build_schedule(method, {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2}).layout
     again = evaluate_generation(reloaded, tokenizer, held_out, modes=["latent"], layout=layout)
     assert again["latent/answer_em"] == metrics["test/latent/answer_em"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--schedule", "coconut", "--c_thought", "0"], "c_thought 0 is not allowed; it must be >= 1."),
+        (["--schedule", "codi", "--num_latent", "-1"], "num_latent -1 is not allowed; it must be >= 0."),
+        (["--schedule", "codi", "--length_hint", "true"], "length_hint True does not apply to codi"),
+        (["--schedule", "coconut", "--max_latent_stage", "9"], "max_latent_stage 9 is larger than the longest CoT"),
+    ],
+)
+def test_bad_latent_options_through_the_recipe(tiny_gpt2: Path, tmp_path: Path, flags, message) -> None:
+    from tests.recipes.test_recipe_errors import _error
+
+    assert message in _error(recipe_args(tiny_gpt2, tmp_path / "out", *flags))
