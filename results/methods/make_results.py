@@ -1,0 +1,354 @@
+"""The methods league of results/methods/ from the committed run records (no training).
+
+python results/methods/make_results.py [--runs results/methods/runs] [--out results/methods]
+                                       [--ledger results/methods/claims.csv] [--readme results/methods/README.md]
+
+Every run folder under ``--runs`` is one (method, seed) of ``runs.yaml``, named ``parity4_<method>_s<seed>`` (read by
+``results/curricula/make_results.py``'s loader), holding the harness's ``sweep.json`` (its wall time),
+``training_log.json`` (every 100 steps, the exact match of 200 validation questions in the method's own answering
+mode, with the training examples seen) and ``eval_results.json`` (the final scores and speeds). Each method answers in
+its own mode (:data:`METHODS`): implicit for token removal and end to end, latent for Coconut and CODI, explicit for
+full CoT. It writes
+
+* ``table.md`` / ``table.csv``: per method with all its :data:`SEEDS` seeds, the final test exact match (mean ± 95%
+  t-interval), the examples and optimizer steps at the first measurement >= 90% (mean ± interval when every seed got
+  there, else how many did), the wall time per run, and the inference cost per test answer: decoder forward passes (a
+  latent thought costs one, as a generated token does: Coconut's and CODI's ``forward_passes``, a token method's
+  generated tokens, tokens/s ÷ examples/s), tokens/s and examples/s; a method short of its seeds goes to
+  ``partial.md`` / ``partial.csv`` instead (its runs still landing);
+* ``curves_parity4.png``: exact match in each method's own mode against training examples, mean over seeds with 95%
+  error bars;
+* with ``--ledger``, the verdicts of ``claims.csv`` by its rules: M0 (some method internalizes, end to end stays far
+  below) and M1-M3 (d = one method's mean minus another's, Welch's 95% interval against -0.05), each ``pending``
+  while a run of the methods it reads has no record (checked against ``runs.yaml`` beside ``--runs``) or has fewer
+  than 3 seeds;
+* with ``--readme``, the tables and the curves into that README's generated section (between ``<!-- begin table -->``
+  and ``<!-- end table -->``; the prose around it is written by hand).
+
+With no record yet it writes a table saying so and leaves every verdict pending.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+from pathlib import Path
+
+from hf_icot.studies.claims import knife_edge, update_ledger
+from hf_icot.studies.report import error_bars, fill_section, pyplot, save_figure, section, write_table
+from hf_icot.studies.statistics import Summary, difference, summarize
+
+HERE = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("curricula_league", HERE.parent / "curricula" / "make_results.py")
+league = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(league)
+
+TASK = "parity4"
+BAR = 0.9
+SEEDS = 3  # seeds per method in runs.yaml
+CUT = -0.05  # M1-M3: d's interval against it
+METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answers in)
+    "stepwise": ("stepwise removal (the quickstart's pace)", "implicit"),
+    "adaptive": ("adaptive pace (answer-token accuracy)", "implicit"),
+    "mixture": ("mixture (removed tokens dropped)", "implicit"),
+    "coconut": ("Coconut (continuous thoughts)", "latent"),
+    "codi": ("CODI (self-distilled continuous thoughts)", "latent"),
+    "full_cot": ("full CoT (answered with its CoT)", "explicit"),
+    "e2e": ("end to end (no CoT ever)", "implicit"),
+}
+INTERNALIZING = ("stepwise", "adaptive", "mixture", "coconut", "codi")  # M0's candidates
+COMPARISONS = {  # claim id -> (first, second): d = first's mean - second's
+    "M1-coconut-stepwise": ("coconut", "stepwise"),
+    "M2-codi-coconut": ("codi", "coconut"),
+    "M3-codi-fullcot": ("codi", "full_cot"),
+}
+COST = "forward passes / answer (1 per latent thought or generated token)"
+
+
+def load_runs(folder: Path) -> list[dict]:
+    """The league's run records under ``folder`` (the curricula league's loader), each with its ``method``.
+
+    Raises:
+        ValueError: a record that loader refuses, or one of another task or of a method outside :data:`METHODS`.
+    """
+    runs = league.load_runs(folder)
+    for run in runs:
+        if run["task"] != TASK or run["curriculum"] not in METHODS:
+            raise ValueError(
+                f"run record {run['run']!r} is not {TASK}_<method>_s<seed> with a method of {', '.join(METHODS)}."
+            )
+        run["method"] = run["curriculum"]
+    return runs
+
+
+def mode(run: dict) -> str:
+    return METHODS[run["method"]][1]
+
+
+def curve(run: dict) -> list[tuple[float, int, float]]:
+    """(training examples seen, optimizer step, exact match in the method's mode) at every validation measurement."""
+    key = f"eval_{mode(run)}/answer_em"
+    return [(row["train_examples"], row["step"], row[key]) for row in run["log"] if key in row]
+
+
+def first_at(run: dict, bar: float = BAR) -> tuple[float, int] | None:
+    """(examples, step) at the first measurement >= ``bar``; None if never."""
+    return next(((examples, step) for examples, step, em in curve(run) if em >= bar), None)
+
+
+def final_figure(run: dict, name: str) -> float | None:
+    """``test/<mode>/<name>`` of the run's final scores (speeds of a mode that answered nothing are not reported)."""
+    return run["final"].get(f"test/{mode(run)}/{name}")
+
+
+def cost(run: dict) -> float | None:
+    """Decoder forward passes per test answer: a latent run's reported count (its thoughts and generated tokens),
+    else the tokens it generated per answer (tokens/s ÷ examples/s)."""
+    if mode(run) == "latent":
+        return final_figure(run, "forward_passes")
+    tokens, examples = final_figure(run, "tokens_per_s"), final_figure(run, "examples_per_s")
+    return None if tokens is None or not examples else tokens / examples
+
+
+def _summary(values: list[float | None]) -> Summary | None:
+    present = [value for value in values if value is not None]
+    return summarize(present) if present else None
+
+
+def points(runs: list[dict]) -> dict[str, dict]:
+    """Per method (in :data:`METHODS`' order) with at least one record: its runs, by seed, and figures over them."""
+    rows = {}
+    for method in METHODS:
+        members = sorted((run for run in runs if run["method"] == method), key=lambda run: run["seed"])
+        if not members:
+            continue
+        reached = [first_at(run) for run in members]
+        every = all(value is not None for value in reached)
+        rows[method] = row = {
+            "method": method,
+            "runs": members,
+            "scores": [final_figure(run, "answer_em") for run in members],
+            "reached": [value for value in reached if value is not None],
+            "to_bar": summarize([value[0] for value in reached]) if every else None,
+            "steps_to_bar": summarize([value[1] for value in reached]) if every else None,
+            "trained": max((curve(run)[-1][0] for run in members if curve(run)), default=0.0),
+            "wall": [run["wall_s"] for run in members if run["wall_s"] is not None],
+            "cost": _summary([cost(run) for run in members]),
+            "tokens_per_s": _summary([final_figure(run, "tokens_per_s") for run in members]),
+            "examples_per_s": _summary([final_figure(run, "examples_per_s") for run in members]),
+        }
+        row["final"] = summarize(row["scores"])
+    return rows
+
+
+def _cell(summary: Summary | None, digits: int) -> str:
+    return "" if summary is None else summary.text(digits)
+
+
+def table_rows(rows: list[dict]) -> list[dict]:
+    out = []
+    for row in rows:
+        n, reached = len(row["runs"]), row["reached"]
+        if row["to_bar"] is not None:
+            examples, steps = _cell(row["to_bar"], 0), _cell(row["steps_to_bar"], 0)
+        elif reached:
+            examples = f"{len(reached)}/{n} seeds reached it ({', '.join(f'{e:,.0f}' for e, _ in reached)})"
+            steps = f"{len(reached)}/{n} seeds ({', '.join(f'{s:,}' for _, s in reached)})"
+        else:
+            examples, steps = f"not reached in {row['trained']:,.0f}", "not reached"
+        low, high = (f"{f(row['wall']):,.0f}" for f in (min, max)) if row["wall"] else ("", "")
+        wall = "" if not low else f"{low} s" if low == high else f"{low}–{high} s"
+        out.append(
+            {
+                "method": METHODS[row["method"]][0],
+                "mode": METHODS[row["method"]][1],
+                "seeds": n,
+                "test EM, own mode (end)": _cell(row["final"], 3),
+                "examples to ≥ 90%": examples,
+                "steps to ≥ 90%": steps,
+                "wall time per run": wall,
+                COST: _cell(row["cost"], 2),
+                "tokens/s (test)": _cell(row["tokens_per_s"], 0),
+                "examples/s (test)": _cell(row["examples_per_s"], 0),
+            }
+        )
+    return out
+
+
+def _write_or_clear(rows: list[dict], out: Path, name: str) -> str:
+    """``rows`` as ``out/name.md`` / ``.csv``; for no rows, neither file (a stale one is removed) and ``""``."""
+    if rows:
+        return write_table(table_rows(rows), out, name)
+    for suffix in (".md", ".csv"):
+        (out / f"{name}{suffix}").unlink(missing_ok=True)
+    return ""
+
+
+def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
+    """Per method, the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded (none: no sweep file
+    there, as for records gathered elsewhere)."""
+    missing: dict[str, list[str]] = {}
+    for names in league.unrecorded(sweep_folder).values():
+        for name in names:
+            missing.setdefault(league.NAME.match(name)["curriculum"], []).append(name)
+    return missing
+
+
+def _waiting(rows: dict[str, dict], methods: tuple[str, ...], missing: dict[str, list[str]]) -> tuple[int, str]:
+    """The seeds behind a verdict on ``methods`` (the fewest any has) and why it must wait (``""``: it need not)."""
+    seeds = min(len(rows[m]["runs"]) if m in rows else 0 for m in methods)
+    unrun = sum(len(missing.get(m, [])) for m in methods)
+    if unrun:
+        return seeds, f"; {unrun} run(s) of runs.yaml not recorded yet"
+    return seeds, "" if seeds >= SEEDS else f"; fewer than {SEEDS} seeds"
+
+
+def _interval(summary: Summary) -> str:
+    """A difference and its interval, signed: ``+0.120 [-0.010, +0.250]``."""
+    text = f"{summary.mean:+.3f}"
+    return text if summary.low is None else f"{text} [{summary.low:+.3f}, {summary.high:+.3f}]"
+
+
+def compare(rows: dict[str, dict], first: str, second: str, missing: dict[str, list[str]]) -> dict:
+    """M1-M3: d = ``first``'s mean final test score minus ``second``'s with Welch's 95% interval; agree if its lower
+    bound >= :data:`CUT`, disagree if its upper bound < :data:`CUT`, else inconclusive (pending: see
+    :func:`_waiting`); a knife-edge when d is within one standard error of the cut."""
+    seeds, short = _waiting(rows, (first, second), missing)
+    absent = [method for method in (first, second) if method not in rows]
+    if absent:
+        return {
+            "verdict": "pending",
+            "flag": "",
+            "seeds": seeds,
+            "ours": f"no record of {' or '.join(absent)} yet{short}",
+        }
+    a, b = rows[first], rows[second]
+    d = difference(a["scores"], b["scores"])
+    ours = (
+        f"d = {first} - {second} = {_interval(d)}; {first} {a['final'].text(3)}, {second} {b['final'].text(3)}{short}"
+    )
+    if short or d.low is None:
+        return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
+    verdict = "agree" if d.low >= CUT else "disagree" if d.high < CUT else "inconclusive"
+    flag = knife_edge(d.mean, CUT, d.std, f"d = {first} - {second}")
+    return {"verdict": verdict, "flag": flag, "seeds": seeds, "ours": ours}
+
+
+def premise(rows: dict[str, dict], missing: dict[str, list[str]]) -> dict:
+    """M0: the best internalizing method's mean >= 0.90 with its interval's lower bound >= 0.85, and end to end's
+    mean 0.30 or more below it with Welch's interval of the gap above 0.15: agree; its mean < 0.90: disagree; else
+    inconclusive (pending: see :func:`_waiting`)."""
+    seeds, short = _waiting(rows, (*INTERNALIZING, "e2e"), missing)
+    candidates = [rows[method] for method in INTERNALIZING if method in rows]
+    if not candidates or "e2e" not in rows:
+        ours = f"no internalizing method or no end to end recorded yet{short}"
+        return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
+    best, e2e = max(candidates, key=lambda row: row["final"].mean), rows["e2e"]
+    final = best["final"]
+    gap = difference(best["scores"], e2e["scores"])
+    ours = f"best: {best['method']} {final.text(3)}; end to end {e2e['final'].text(3)}; gap {_interval(gap)}{short}"
+    if short:
+        return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
+    strong = final.mean >= BAR and final.low is not None and final.low >= 0.85
+    if final.mean < BAR:
+        verdict = "disagree"
+    elif strong and gap.mean >= 0.3 and gap.low is not None and gap.low > 0.15:
+        verdict = "agree"
+    else:
+        verdict = "inconclusive"
+    flags = [
+        knife_edge(final.mean, BAR, final.std / math.sqrt(final.n), f"{best['method']}'s mean"),
+        knife_edge(gap.mean, 0.3, gap.std if gap.low is not None else None, "the gap to end to end"),
+    ]
+    return {"verdict": verdict, "flag": "; ".join(flag for flag in flags if flag), "seeds": seeds, "ours": ours}
+
+
+def verdicts(rows: dict[str, dict], missing: dict[str, list[str]] | None = None) -> dict[str, dict]:
+    """Every row of claims.csv by its rule (``missing``: :func:`unrecorded`)."""
+    missing = missing or {}
+    results = {"M0-parity4": premise(rows, missing)}
+    results.update({claim: compare(rows, *methods, missing) for claim, methods in COMPARISONS.items()})
+    return results
+
+
+def plot(rows: dict[str, dict], out: Path) -> Path | None:
+    """``curves_parity4.png`` (None, and nothing written, for no curve)."""
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(10, 6))
+    drawn = False
+    for index, (method, row) in enumerate(rows.items()):
+        curves = [curve(run) for run in row["runs"]]
+        length = min(len(points) for points in curves)
+        if not length:
+            continue
+        xs = [curves[0][i][0] for i in range(length)]
+        summaries = [summarize([points[i][2] for points in curves]) for i in range(length)]
+        style = {"e2e": "--", "full_cot": ":"}.get(method, "-")
+        label, answered = METHODS[method]
+        error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=style, markersize=2, linewidth=1.2,
+                   capsize=1.5, label=f"{label}, {answered} (n={len(row['runs'])})")  # fmt: skip
+        drawn = True
+    if not drawn:
+        plt.close(figure)
+        return None
+    axis.axhline(BAR, color="grey", linestyle="-.", linewidth=0.9, label="90%")
+    axis.set_ylim(-0.02, 1.02)
+    axis.set_xlabel("training examples seen")
+    axis.set_ylabel("exact match in the method's own mode (200 validation questions)")
+    axis.set_title("parity4: every method at one budget (mean over seeds, 95% intervals)")
+    axis.legend(fontsize=7, loc="lower right")
+    return save_figure(figure, out / f"curves_{TASK}.png")
+
+
+NOTES = (
+    "Each method answers in its own mode: implicit (no CoT) for token removal and end to end, latent for Coconut and "
+    "CODI, explicit (writing its CoT) for full CoT. Examples and steps to ≥ 90%: the first of the measurements every "
+    "100 steps (200 validation questions) at or above 90%. Inference cost per test answer in decoder forward passes: "
+    "a latent thought costs one forward pass, as a generated token does; for Coconut and CODI it is their latent "
+    "thoughts plus the tokens they generate (`forward_passes`), for a token method the tokens it generates (tokens/s "
+    "÷ examples/s). Speeds are on this CPU beside another run: compare them roughly."
+)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
+    parser.add_argument("--out", type=Path, default=HERE, help="where the tables and the PNG go")
+    parser.add_argument("--ledger", type=Path, default=None, help="claims.csv to fill with the verdicts")
+    parser.add_argument("--readme", type=Path, default=None,
+                        help="a README whose section between <!-- begin table --> and <!-- end table --> gets the "
+                             "tables and the curves")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.readme is not None:
+        section(args.readme, "table")  # before anything is written
+    rows = points(load_runs(args.runs))
+    args.out.mkdir(parents=True, exist_ok=True)
+    complete = [row for row in rows.values() if len(row["runs"]) >= SEEDS]
+    table = _write_or_clear(complete, args.out, "table")
+    if not table:
+        table = f"_no method has its {SEEDS} seeds recorded yet_\n"
+        (args.out / "table.md").write_text(table, encoding="utf-8")
+    partial = _write_or_clear([row for row in rows.values() if len(row["runs"]) < SEEDS], args.out, "partial")
+    if partial:
+        partial = (
+            f"\nShort of {SEEDS} seeds so far, so not in the league table (their runs are still landing):\n\n{partial}"
+        )
+    written = plot(rows, args.out)
+    if args.readme is not None:
+        curves = (
+            "" if written is None else f"\n![exact match in each method's own mode against examples]({written.name})\n"
+        )
+        fill_section(args.readme, "table", f"{table}{partial}\n{NOTES}\n{curves}")
+    if args.ledger is not None:
+        update_ledger(args.ledger, verdicts(rows, unrecorded(args.runs.parent)))
+    print(table + partial)
+    print("wrote", ", ".join(str(p) for p in [args.out / "table.md", *([written] if written else [])]))
+    return rows
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ValueError as error:
+        raise SystemExit(f"error: {error}") from None

@@ -1,0 +1,194 @@
+"""results/methods/make_results.py on run records whose table and verdicts are known by design."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib.image
+import pytest
+
+from hf_icot.studies.claims import read_ledger
+from hf_icot.studies.sweep import RECORD_FILE
+from tests.recipes.conftest import load_script
+
+REPO = Path(__file__).resolve().parents[2]
+BATCH, MEASUREMENTS = 64, 18  # the league's 1,800 steps of 64, measured every 100
+#: method -> (its mode, the final test exact match of seeds 0, 1, 2)
+FINALS = {
+    "stepwise": ("implicit", [1.0, 1.0, 1.0]),
+    "adaptive": ("implicit", [0.9, 0.95, 1.0]),
+    "mixture": ("implicit", [0.6, 0.7, 0.8]),
+    "coconut": ("latent", [1.0, 1.0, 1.0]),
+    "codi": ("latent", [0.5, 0.52, 0.54]),
+    "full_cot": ("explicit", [0.5, 0.6, 0.7]),
+    "e2e": ("implicit", [0.5, 0.5, 0.51]),
+}
+
+
+def _analysis():
+    return load_script(REPO / "results/methods/make_results.py", "methods_analysis")
+
+
+def _write(root: Path, method: str, seed: int, first_at: int | None) -> None:
+    """A run measured every 100 steps at 0.5 until measurement ``first_at`` (1-based; None: never), 0.95 from there,
+    with its final test scores and speeds: 100 answers/s, 3 tokens per implicit answer, 7 per explicit one, and 6
+    forward passes per latent one."""
+    mode, finals = FINALS[method]
+    folder = root / f"parity4_{method}_s{seed}"
+    folder.mkdir(parents=True)
+    (folder / RECORD_FILE).write_text(
+        json.dumps({"run": folder.name, "seed": seed, "status": "ok", "wall_s": 100 + seed})
+    )
+    log = []
+    for index in range(1, MEASUREMENTS + 1):
+        em = 0.95 if first_at is not None and index >= first_at else 0.5
+        log.append({"step": 100 * index, "loss": 0.1})
+        log.append({"step": 100 * index, f"eval_{mode}/answer_em": em, "train_examples": float(100 * index * BATCH)})
+    (folder / "training_log.json").write_text(json.dumps(log))
+    final = {f"test/{mode}/answer_em": finals[seed], f"test/{mode}/examples_per_s": 100.0}
+    final[f"test/{mode}/tokens_per_s"] = {"implicit": 300.0, "explicit": 700.0, "latent": 250.0}[mode]
+    if mode == "latent":
+        final[f"test/{mode}/forward_passes"] = 6.0
+    final["test/implicit/answer_em"] = final.get("test/implicit/answer_em", 0.0)  # another mode's score: not read
+    (folder / "eval_results.json").write_text(json.dumps(final))
+
+
+def _records(root: Path, methods=tuple(FINALS)) -> None:
+    for method in methods:
+        for seed in range(3):
+            first_at = {"stepwise": 3 + seed, "mixture": 10 if seed == 1 else None, "e2e": None}.get(method, 2)
+            _write(root, method, seed, first_at)
+
+
+def _ledger(tmp_path: Path) -> Path:
+    ledger = tmp_path / "claims.csv"
+    ledger.write_text((REPO / "results/methods/claims.csv").read_text())
+    return ledger
+
+
+def _main(tmp_path: Path, *extra: str) -> dict:
+    return _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *extra])
+
+
+def test_the_table_reads_each_method_in_its_own_mode(tmp_path):
+    _records(tmp_path / "runs")
+    _main(tmp_path)
+    with open(tmp_path / "out/table.csv", newline="") as stream:
+        table = {row["method"].split(" (")[0]: row for row in csv.DictReader(stream)}
+    cost = next(column for column in table["Coconut"] if column.startswith("forward passes / answer"))
+    assert "1 per latent thought" in cost
+    assert table["stepwise removal"]["test EM, own mode (end)"] == "1.000 ± 0.000 (n=3)"
+    assert table["adaptive pace"]["test EM, own mode (end)"] == "0.950 ± 0.124 (n=3)"  # t(2) = 4.30
+    assert table["CODI"]["test EM, own mode (end)"] == "0.520 ± 0.050 (n=3)"  # latent, not its implicit 0.0
+    # stepwise first >= 90% at measurements 3, 4, 5: 19,200 / 25,600 / 32,000 examples, steps 300 / 400 / 500
+    assert table["stepwise removal"]["examples to ≥ 90%"] == "25600 ± 15898 (n=3)"
+    assert table["stepwise removal"]["steps to ≥ 90%"] == "400 ± 248 (n=3)"
+    assert table["mixture"]["examples to ≥ 90%"] == "1/3 seeds reached it (64,000)"
+    assert table["end to end"]["examples to ≥ 90%"] == "not reached in 115,200"
+    assert table["full CoT"]["examples to ≥ 90%"] == "12800 ± 0 (n=3)"  # explicit, the second measurement
+    assert table["stepwise removal"]["wall time per run"] == "100–102 s"
+    assert table["stepwise removal"][cost] == "3.00 ± 0.00 (n=3)"  # generated tokens: 300 tokens/s / 100 answers/s
+    assert table["full CoT"][cost] == "7.00 ± 0.00 (n=3)"
+    assert table["Coconut"][cost] == "6.00 ± 0.00 (n=3)"  # its forward_passes, not tokens/s ÷ examples/s (2.5)
+    assert (
+        table["CODI"]["tokens/s (test)"] == "250 ± 0 (n=3)" and table["CODI"]["examples/s (test)"] == "100 ± 0 (n=3)"
+    )
+    assert not (tmp_path / "out/partial.md").exists()
+    assert matplotlib.image.imread(tmp_path / "out/curves_parity4.png").shape[2] in (3, 4)
+
+
+def test_the_verdicts_follow_the_ledgers_rules(tmp_path):
+    _records(tmp_path / "runs")
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    # coconut and stepwise both 1.0 on every seed: zero spread on both sides gives the point d = 0 >= -0.05
+    assert verdicts["M1-coconut-stepwise"]["verdict"] == "agree" and verdicts["M1-coconut-stepwise"]["flag"] == ""
+    assert verdicts["M1-coconut-stepwise"]["ours"].startswith("d = coconut - stepwise = +0.000 [+0.000, +0.000]; ")
+    # codi 0.52 against coconut 1.0: d = -0.48 [-0.530, -0.430], wholly below -0.05
+    assert verdicts["M2-codi-coconut"]["verdict"] == "disagree"
+    assert verdicts["M2-codi-coconut"]["ours"].startswith("d = codi - coconut = -0.480 [-0.530, -0.430]; ")
+    # codi 0.52 against full CoT 0.60: d = -0.08 [-0.316, +0.156] straddles -0.05, within one standard error (0.059)
+    assert verdicts["M3-codi-fullcot"]["verdict"] == "inconclusive"
+    assert verdicts["M3-codi-fullcot"]["flag"].startswith("knife-edge: d = codi - full_cot -0.08 is within one")
+    # stepwise 1.0 ± 0 (the first of the best), end to end 0.503: gap +0.497 [+0.482, +0.511]
+    assert verdicts["M0-parity4"]["verdict"] == "agree" and verdicts["M0-parity4"]["flag"] == ""
+    assert verdicts["M0-parity4"]["ours"].startswith("best: stepwise 1.000 ± 0.000 (n=3); end to end 0.503")
+    assert "gap +0.497 [+0.482, +0.511]" in verdicts["M0-parity4"]["ours"]
+    assert {row["seeds"] for row in verdicts.values()} == {"3"}
+    before = {row["id"]: row for row in read_ledger(REPO / "results/methods/claims.csv")}
+    assert all(verdicts[claim]["rule"] == before[claim]["rule"] for claim in before)
+
+
+def test_a_method_short_of_its_seeds_is_tabled_apart_and_its_verdicts_wait(tmp_path):
+    _records(tmp_path / "runs")
+    for seed in (1, 2):
+        shutil.rmtree(tmp_path / f"runs/parity4_codi_s{seed}")
+    readme = tmp_path / "README.md"
+    readme.write_text("# League\n\n```bash\nrun it\n```\n\n<!-- begin table -->\nold\n<!-- end table -->\n\nProse.\n")
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger), "--readme", str(readme))
+    league, partial = (tmp_path / "out/table.md").read_text(), (tmp_path / "out/partial.md").read_text()
+    assert "| CODI" not in league and "| Coconut" in league
+    assert partial.count("| CODI") == 1 and "| 1 | 0.500 (n=1) |" in partial
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    assert verdicts["M1-coconut-stepwise"]["verdict"] == "agree"  # it reads neither codi nor the others
+    for claim in ("M2-codi-coconut", "M3-codi-fullcot", "M0-parity4"):
+        assert verdicts[claim]["verdict"] == "pending" and verdicts[claim]["seeds"] == "1", claim
+        assert verdicts[claim]["ours"].endswith("; fewer than 3 seeds"), claim
+    text = readme.read_text()
+    assert text.startswith("# League\n\n```bash\nrun it\n```\n") and text.endswith("<!-- end table -->\n\nProse.\n")
+    assert league in text and partial in text and "old" not in text
+    assert "a latent thought costs one forward pass" in text and "](curves_parity4.png)" in text
+
+
+def test_verdicts_wait_for_the_runs_the_sweep_defines(tmp_path):
+    """Every recorded method has 3 seeds, but runs.yaml beside the records defines a fourth Coconut seed: the verdicts
+    reading Coconut wait for it; M3 (CODI against full CoT) does not."""
+    _records(tmp_path / "runs")
+    runs = "".join(f"  - {{name: parity4_{method}, args: [], seeds: [0, 1, 2]}}\n" for method in FINALS)
+    (tmp_path / "runs.yaml").write_text(
+        "study: methods\ncommand: [python]\noutput_root: outputs/methods\ndone_file: eval_results.json\nruns:\n"
+        + runs
+        + "  - {name: parity4_coconut, args: [], seeds: [3]}\n"
+    )
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    for claim in ("M1-coconut-stepwise", "M2-codi-coconut"):
+        assert verdicts[claim]["verdict"] == "pending"
+        assert verdicts[claim]["ours"].endswith("; 1 run(s) of runs.yaml not recorded yet")
+    assert verdicts["M3-codi-fullcot"]["verdict"] == "inconclusive"
+    assert verdicts["M0-parity4"]["verdict"] == "pending"  # Coconut is one of its candidates
+
+
+def test_no_record_yet_leaves_every_verdict_pending(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# League\n\n<!-- begin table -->\n<!-- end table -->\n")
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger), "--readme", str(readme))
+    assert (tmp_path / "out/table.md").read_text() == "_no method has its 3 seeds recorded yet_\n"
+    assert not (tmp_path / "out/curves_parity4.png").exists() and not (tmp_path / "out/partial.md").exists()
+    assert {row["verdict"] for row in read_ledger(ledger)} == {"pending"}
+    assert "_no method has its 3 seeds recorded yet_" in readme.read_text()
+
+
+def test_a_record_of_another_method_is_refused(tmp_path):
+    _write(tmp_path / "runs", "stepwise", 0, 2)  # a whole record, under the name of a method not in the league
+    (tmp_path / "runs/parity4_stepwise_s0").rename(tmp_path / "runs/parity4_log_icot_s1")
+    with pytest.raises(ValueError, match=r"^run record 'parity4_log_icot_s1' is not parity4_<method>_s<seed>"):
+        _main(tmp_path)
+
+
+def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
+    from hf_icot.studies.sweep import load_sweep
+
+    methods = _analysis().METHODS
+    runs = load_sweep(REPO / "results/methods").runs
+    assert sorted({run.seed for run in runs}) == [0, 1, 2] and len(runs) == 3 * len(methods)
+    for run in runs:
+        method = run.name.removeprefix("parity4_").rsplit("_s", 1)[0]
+        assert run.command[run.command.index("--eval_modes") + 1] == methods[method][1], run.name
