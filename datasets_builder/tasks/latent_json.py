@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 
+from datasets_builder.source_files import check_config, config_name, split_files
 from hf_icot.cot import ANSWER_PREFIX, example_features, split_steps
 
 TASK_NAME = "latent_json"
@@ -38,7 +38,6 @@ SPLIT_SUFFIXES = {
     "val": "validation",
     "test": "test",
 }
-_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 @dataclass
@@ -59,46 +58,16 @@ class Params:
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ValueError(f"format {self.format!r} is not allowed; choose one of {', '.join(FORMATS)}.")
-        if self.config and not _NAME.fullmatch(self.config):
-            raise ValueError(
-                f"config {self.config!r} is not a valid config name; use letters, digits and underscores."
-            )
+        check_config(self.config)
         self.split_files()
 
     def split_files(self) -> dict[str, Path]:
         """Split name -> file, in the order given (folders expanded to their sorted .json / .jsonl files)."""
-        if not self.path:
-            raise ValueError("path is empty; give at least one JSON file or a folder of them.")
-        files: list[Path] = []
-        for entry in map(Path, self.path):
-            if entry.is_dir():
-                found = sorted([*entry.glob("*.json"), *entry.glob("*.jsonl")])
-                if not found:
-                    raise ValueError(
-                        f"folder {str(entry)!r} holds no .json or .jsonl files; give files or such a folder."
-                    )
-                files += found
-            elif entry.is_file():
-                files.append(entry)
-            else:
-                raise ValueError(f"path {str(entry)!r} does not exist; give an existing file or folder.")
-        splits: dict[str, Path] = {}
-        for file in files:
-            last = file.stem.rsplit("_", 1)[-1].lower()
-            split = SPLIT_SUFFIXES.get(last, file.stem)
-            if not _NAME.fullmatch(split):
-                raise ValueError(f"file {str(file)!r} gives split name {split!r}; rename it to letters, digits and _.")
-            if split in splits:
-                raise ValueError(f"files {str(splits[split])!r} and {str(file)!r} both give split {split!r}.")
-            splits[split] = file
-        return splits
+        suffix = lambda file: SPLIT_SUFFIXES.get(file.stem.rsplit("_", 1)[-1].lower(), file.stem)  # noqa: E731
+        return split_files(self.path, (".json", ".jsonl"), suffix, "JSON or JSON Lines file, or a folder of them")
 
     def config_name(self) -> str:
-        if self.config:
-            return self.config
-        folders = {file.resolve().parent.name for file in self.split_files().values()}
-        name = re.sub(r"[^A-Za-z0-9_]", "_", folders.pop()) if len(folders) == 1 else "default"
-        return name or "default"
+        return config_name(self.config, list(self.split_files().values()))
 
 
 def read_rows(file: Path) -> list:

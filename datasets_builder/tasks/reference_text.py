@@ -9,13 +9,13 @@ never dropped, and ``hf_icot.cot.render_line`` gives every row back byte for byt
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import datasets
 from tqdm import tqdm
 
+from datasets_builder.source_files import check_config, config_name, split_files
 from hf_icot.cot import MalformedLineError, example_features, parse_line
 
 TASK_NAME = "reference_text"
@@ -30,7 +30,6 @@ DESCRIPTION = (
 
 #: File stems whose split is not the stem itself.
 SPLIT_OF_STEM = {"valid": "validation", "test_bigbench": "test"}
-_NAME = re.compile(r"[A-Za-z0-9_]+")
 _SHOWN_LINES = 5
 
 
@@ -52,43 +51,15 @@ class Params:
 
     def __post_init__(self) -> None:
         self.split_files()  # raises on a missing path, an empty folder or two files giving one split
-        if self.config and not _NAME.fullmatch(self.config):
-            raise ValueError(
-                f"config {self.config!r} is not a valid config name; use letters, digits and underscores."
-            )
+        check_config(self.config)
 
     def split_files(self) -> dict[str, Path]:
         """Split name -> file, in the order the files were given (folders expanded to their sorted *.txt files)."""
-        if not self.path:
-            raise ValueError("path is empty; give at least one file or folder of 'question||cot #### answer' lines.")
-        files: list[Path] = []
-        for entry in self.path:
-            entry_path = Path(entry)
-            if entry_path.is_dir():
-                found = sorted(entry_path.glob("*.txt"))
-                if not found:
-                    raise ValueError(f"folder {entry!r} holds no .txt files; give files or a folder of .txt files.")
-                files += found
-            elif entry_path.is_file():
-                files.append(entry_path)
-            else:
-                raise ValueError(f"path {entry!r} does not exist; give an existing file or folder.")
-        splits: dict[str, Path] = {}
-        for file in files:
-            split = SPLIT_OF_STEM.get(file.stem, file.stem)
-            if not _NAME.fullmatch(split):
-                raise ValueError(f"file {str(file)!r} gives split name {split!r}; rename it to letters, digits and _.")
-            if split in splits:
-                raise ValueError(f"files {str(splits[split])!r} and {str(file)!r} both give split {split!r}.")
-            splits[split] = file
-        return splits
+        stem = lambda file: SPLIT_OF_STEM.get(file.stem, file.stem)  # noqa: E731
+        return split_files(self.path, (".txt",), stem, "file or folder of 'question||cot #### answer' lines")
 
     def config_name(self) -> str:
-        if self.config:
-            return self.config
-        folders = {file.resolve().parent.name for file in self.split_files().values()}
-        name = re.sub(r"[^A-Za-z0-9_]", "_", folders.pop()) if len(folders) == 1 else "default"
-        return name or "default"
+        return config_name(self.config, list(self.split_files().values()))
 
 
 def read_lines(file: Path) -> list[str]:
