@@ -60,7 +60,7 @@ def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp
         other.train(resume_from_checkpoint=str(checkpoint))
 
 
-@pytest.mark.parametrize("schedule", ["coconut", "codi"])
+@pytest.mark.parametrize("schedule", ["coconut", pytest.param("codi", marks=pytest.mark.slow)])
 def test_two_process_latent_runs_keep_their_replicas_identical(tmp_path, schedule):
     launch_two_processes(tmp_path, "--max_steps", "8", "--save_steps", "100", "--schedule", schedule)
     logs = [[json.loads(line) for line in (tmp_path / f"schedule-rank{rank}.jsonl").read_text().splitlines()]

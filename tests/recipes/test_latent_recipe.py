@@ -80,7 +80,9 @@ def test_a_removal_option_given_to_a_latent_method_is_one_sentence(tiny_gpt2: Pa
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize(("family", "method"), [("llama", "coconut"), ("mistral", "codi")])
+@pytest.mark.parametrize(
+    ("family", "method"), [("llama", "coconut"), pytest.param("mistral", "codi", marks=pytest.mark.slow)]
+)
 def test_latent_methods_on_rotary_families_through_the_recipe(family, method, tmp_path):
     """Llama and Mistral (rotary positions, no learned position table) take latent thoughts through the recipe: the
     tokenizer gains the markers, the model is widened, trained a few steps, and reloads to the same answers."""
