@@ -37,6 +37,7 @@ import copy
 import importlib.util
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -207,7 +208,7 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
             return loader(*args, **kwargs)
 
     module.AutoModelForCausalLM = Float32Loader
-    folder = work / "gpt2-tiny"  # its name says gpt2: CODI finds GPT-2's embeddings by the model's name
+    folder = work / "gpt2-tiny"  # its name says gpt2: CODI finds GPT-2's embeddings by the model's name (a temp dir)
     tiny_gpt2(len(tokenizer)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     schedule = CODISchedule(num_latent=3, use_prj=True, prj_dim=64, prj_dropout=0.0)
@@ -328,7 +329,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     summary = {
         "coconut": coconut_side(args.coconut, tokenizer, batches, args.steps_per_stage),
-        "codi": codi_side(args.codi, tokenizer, batches, 4 * args.steps_per_stage, args.out),
+        "codi": codi_side(args.codi, tokenizer, batches, 4 * args.steps_per_stage, Path(tempfile.mkdtemp())),
     }
     for name in ("coconut", "codi"):
         curves = summary[name]["curves"]
