@@ -9,6 +9,17 @@
   sequence (question, ``num_latent`` continuous thoughts, answer), with the teacher's hidden states at the answer
   distilled into the student's.
 
+Where the papers and their code are silent or this toolkit's format differs, these choices are ours:
+
+* a reasoning step is one entry of the data's ``cot`` list; Coconut's ``### answer`` is our ``#### answer`` and
+  CODI's "The answer is:" our ``####`` (distilled at its last token);
+* one marker pair, ``<|start-latent|>`` / ``<|end-latent|>``, serves both methods (Coconut's names; CODI's
+  ``<bot>`` / ``<eot>``), added to the tokenizer with transformers' mean initialisation (Coconut copies ``<<``'s);
+* Coconut's optimizer is reset every epoch by default, as its code does (its README says per stage:
+  ``reset_optimizer_every stage``);
+* CODI's question is followed by ``<eos>`` and its student's ``<|end-latent|>`` by ``<eos>``, as CODI's
+  ``remove_eos=False`` default writes them; padding is masked in every pass.
+
 The schedule says, per example and step, how many CoT steps are replaced and how many latent slots stand in their
 place (:meth:`LatentSchedule.latent_plans`); the rendering, the forward that feeds hidden states back, the losses and
 latent generation are in :mod:`hf_icot.methods`. Pure Python, as every curriculum.
