@@ -12,7 +12,8 @@ full CoT. It writes
 
 * ``table.md`` / ``table.csv``: per method with all its :data:`SEEDS` seeds, the final test exact match (mean ± 95%
   t-interval), the examples and optimizer steps at the first measurement >= 90% (mean ± interval when every seed got
-  there, else how many did), the wall time per run, and the inference cost per test answer: decoder forward passes (a
+  there, else how many did), the wall time per run (of the runs trained in one go: a run the harness resumed from a checkpoint is timed
+  from its resumption only, so it is left out and counted), and the inference cost per test answer: decoder forward passes (a
   latent thought costs one, as a generated token does: Coconut's and CODI's ``forward_passes``, a token method's
   generated tokens, tokens/s ÷ examples/s), tokens/s and examples/s; a method short of its seeds goes to
   ``partial.md`` / ``partial.csv`` instead (its runs still landing);
@@ -111,6 +112,15 @@ def cost(run: dict) -> float | None:
     return None if tokens is None or not examples else tokens / examples
 
 
+def resumed(run: dict) -> bool:
+    """Whether the run's last training leg began after step 0 (resumed from a checkpoint), so that its harness wall
+    time covers that leg only: the Trainer's closing row times the steps of the leg it ran."""
+    end = next((row for row in reversed(run["log"]) if "train_runtime" in row), None)
+    if end is None or "train_steps_per_second" not in end:
+        return False
+    return end["train_runtime"] * end["train_steps_per_second"] < 0.99 * end["step"]
+
+
 def _summary(values: list[float | None]) -> Summary | None:
     present = [value for value in values if value is not None]
     return summarize(present) if present else None
@@ -133,7 +143,8 @@ def points(runs: list[dict]) -> dict[str, dict]:
             "to_bar": summarize([value[0] for value in reached]) if every else None,
             "steps_to_bar": summarize([value[1] for value in reached]) if every else None,
             "trained": max((curve(run)[-1][0] for run in members if curve(run)), default=0.0),
-            "wall": [run["wall_s"] for run in members if run["wall_s"] is not None],
+            "wall": [run["wall_s"] for run in members if run["wall_s"] is not None and not resumed(run)],
+            "resumed": sum(resumed(run) for run in members),
             "cost": _summary([cost(run) for run in members]),
             "tokens_per_s": _summary([final_figure(run, "tokens_per_s") for run in members]),
             "examples_per_s": _summary([final_figure(run, "examples_per_s") for run in members]),
@@ -158,7 +169,9 @@ def table_rows(rows: list[dict]) -> list[dict]:
         else:
             examples, steps = f"not reached in {row['trained']:,.0f}", "not reached"
         low, high = (f"{f(row['wall']):,.0f}" for f in (min, max)) if row["wall"] else ("", "")
-        wall = "" if not low else f"{low} s" if low == high else f"{low}–{high} s"
+        wall = "—" if not low else f"{low} s" if low == high else f"{low}–{high} s"
+        if row["resumed"]:
+            wall += f" ({row['resumed']} resumed run(s) left out: timed from the resumption)"
         out.append(
             {
                 "method": METHODS[row["method"]][0],
@@ -307,7 +320,8 @@ NOTES = (
     "100 steps (200 validation questions) at or above 90%. Inference cost per test answer in decoder forward passes: "
     "a latent thought costs one forward pass, as a generated token does; for Coconut and CODI it is their latent "
     "thoughts plus the tokens they generate (`forward_passes`), for a token method the tokens it generates (tokens/s "
-    "÷ examples/s). Speeds are on this CPU beside another run: compare them roughly."
+    "÷ examples/s). Speeds and wall times are on this CPU beside another run: compare them roughly; a run the harness "
+    "resumed from a checkpoint is timed from its resumption only, so its wall time is left out (and counted)."
 )
 
 
