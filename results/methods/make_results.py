@@ -12,11 +12,11 @@ full CoT. It writes
 
 * ``table.md`` / ``table.csv``: per method with all its :data:`SEEDS` seeds, the final test exact match (mean ± 95%
   t-interval), the examples and optimizer steps at the first measurement >= 90% (mean ± interval when every seed got
-  there, else how many did), the wall time per run (of the runs trained in one go: a run the harness resumed from a checkpoint is timed
-  from its resumption only, so it is left out and counted), and the inference cost per test answer: decoder forward passes (a
-  latent thought costs one, as a generated token does: Coconut's and CODI's ``forward_passes``, a token method's
-  generated tokens, tokens/s ÷ examples/s), tokens/s and examples/s; a method short of its seeds goes to
-  ``partial.md`` / ``partial.csv`` instead (its runs still landing);
+  there, else how many did), the wall time per run (of the runs trained in one go: a run the harness resumed from a
+  checkpoint is timed from its resumption only, so it is left out and counted), and the inference cost per test
+  answer: decoder forward passes (a latent thought costs one, as a generated token does: Coconut's and CODI's
+  ``forward_passes``, a token method's generated tokens, tokens/s ÷ examples/s), tokens/s and examples/s; a method
+  short of its seeds goes to ``partial.md`` / ``partial.csv`` instead (its runs still landing);
 * ``curves_parity4.png``: exact match in each method's own mode against training examples, mean over seeds with 95%
   error bars;
 * with ``--ledger``, the verdicts of ``claims.csv`` by its rules: M0 (some method internalizes, end to end stays far
