@@ -188,8 +188,11 @@ def answer_early(dataclass_types: Sequence[type | str], args: Sequence[str]) -> 
         config = pre.parse_known_args(args)[0].config
         if config is not None:
             defaults = read_config_file(config)
+            unknown = sorted(set(defaults) - _dests(parser) - {"config", "help"})
+            if unknown:  # parse_config's sentence
+                raise ValueError(f"config file {config} has unknown key(s) {', '.join(unknown)}; see --help.")
     if "-h" in args or "--help" in args:
-        parser.set_defaults(**{key: value for key, value in defaults.items() if key in _dests(parser)})
+        parser.set_defaults(**defaults)
         parser.print_help()
         parser.exit(0)
     unset = object()  # not argparse.SUPPRESS: Python 3.11 converts that string with the flag's type

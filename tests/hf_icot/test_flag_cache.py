@@ -49,6 +49,8 @@ def test_help_and_bad_input_are_answered_early_as_the_full_parser_answers(cache,
     assert flags_file([type_name(kind) for kind in TYPES]).exists()
     config = tmp_path / "run.yaml"
     config.write_text("task: multiplication\nmax_train_examples: '12'\nnum_train_epochs: 2\n", encoding="utf-8")
+    unknown_key = tmp_path / "unknown.yaml"
+    unknown_key.write_text("task: multiplication\nnum_epochs: 2\n", encoding="utf-8")
     for args in (
         ["--help"],
         ["--config", str(config), "--help"],
@@ -59,6 +61,7 @@ def test_help_and_bad_input_are_answered_early_as_the_full_parser_answers(cache,
         ["--task", "multiplication", "--scratch_model", "{}", "--bogus", "3"],
         ["--config", str(tmp_path / "missing.yaml")],
         ["--config", str(config), "--scratch_model", "{}", "--model_name_or_path", "x"],
+        ["--config", str(unknown_key), "--help"],
     ):
         full = outcome(lambda args: parse_config(TYPES, args), args, capsys)
         early = outcome(lambda args: answer_early(EARLY_TYPES, args), args, capsys)
