@@ -150,14 +150,20 @@ def launch_reference(args: argparse.Namespace, folder: Path, run_dir: Path) -> d
     ]  # fmt: skip
     out = run(command, run_dir / "reference.log")
     data = json.loads(record.read_text())
-    increments = [(int(m.group(1)), int(m.group(2))) for m in re.finditer(r"step (\d+)\. removing: (\d+)", out)]
-    steps = len(data["losses"])
-    removed, current = [], 0
-    for step in range(steps):
-        current = dict(increments).get(step, current)
-        removed.append(current)
+    removed = scheduled_removals(out, len(data["losses"]))
     starts = data["step_starts"]
     return {"seconds": data["end"] - starts[1], "losses": data["losses"], "removed": removed}
+
+
+def scheduled_removals(stdout: str, steps: int) -> list[int]:
+    """The CoT tokens the reference schedules at each of ``steps`` steps, from the increments it prints
+    (`` -epoch 0. step 20. removing: 1``): 0 until the first, then each printed count from its step on."""
+    increments = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"step (\d+)\. removing: (\d+)", stdout)}
+    removed, current = [], 0
+    for step in range(steps):
+        current = increments.get(step, current)
+        removed.append(current)
+    return removed
 
 
 def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eval: bool) -> dict:

@@ -1,0 +1,38 @@
+"""The pure readings of ``bench/stepwise_vs_reference/run.py`` (the reference's removal counts from its printed
+increments, the loss windows, its command-line checks). The bench itself needs a checkout of the reference and minutes
+of training, so it is never run here."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+RUN = Path(__file__).resolve().parents[2] / "bench" / "stepwise_vs_reference" / "run.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("stepwise_vs_reference_run", RUN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_removal_counts_follow_the_reference_s_printed_increments(bench) -> None:
+    stdout = (
+        "Epoch 0. Scheduled to remove: 0\n -epoch 0. step 3. removing: 1\n"
+        "Step: 4. PPL: 9\n -epoch 0. step 6. removing: 2\n"
+    )
+    assert bench.scheduled_removals(stdout, 8) == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert bench.scheduled_removals("no increments", 3) == [0, 0, 0]
+
+
+def test_loss_windows_are_means_of_whole_windows(bench) -> None:
+    assert bench.windows([1.0] * 25 + [3.0] * 25 + [9.0] * 10) == [1.0, 3.0]
+
+
+def test_a_folder_without_the_reference_script_is_refused(bench, tmp_path) -> None:
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--reference-repo", str(tmp_path)])
