@@ -7,10 +7,10 @@ the training loop, removal counts, loss curves.
 
 Nothing of the reference is copied here: ``--reference-repo`` is a checkout of
 https://github.com/da03/Internalize_CoT_Step_by_Step. The script builds, in ``--work-dir``, ``--train-size`` 4x4
-multiplication lines (``datasets_builder``, seed 0; the reference reads them as ``train.txt``, our recipe builds the same
-rows with ``--task multiplication``), a byte-level BPE trained on them (a few hundred ids), and a GPT-2 of 4 layers,
-128 wide, with that vocabulary (``small``) or with GPT-2's 50,257 rows (``gpt2``), saved with its tokenizer so that
-both sides load the same weights. Then, per round and vocabulary, one after the other (interleaved, so a load change
+multiplication lines (``datasets_builder``, seed 0; the reference reads them as ``train.txt``, our recipe builds the
+same rows with ``--task multiplication``), a byte-level BPE trained on them (a few hundred ids), and a GPT-2 of 4
+layers, 128 wide, with that vocabulary (``small``) or with GPT-2's 50,257 rows (``gpt2``), saved with its tokenizer so
+that both sides load the same weights. Then, per round and vocabulary, one after the other (interleaved, so a load change
 on the machine touches every side alike): the reference with its README's multiplication flags (1 epoch, batch 32,
 lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference`` and
 the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
@@ -132,8 +132,9 @@ def build_assets(args: argparse.Namespace) -> dict[str, Path]:
                                       eos_token=eos, bos_token=eos, unk_token=eos)  # fmt: skip
         tokenizer.save_pretrained(folder)
         torch.manual_seed(0)
+        eos_id = tokenizer.eos_token_id
         config = GPT2Config(vocab_size=VOCABS[vocab] or len(tokenizer), n_positions=256, n_embd=128, n_layer=4,
-                            n_head=4, bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id)  # fmt: skip
+                            n_head=4, bos_token_id=eos_id, eos_token_id=eos_id)  # fmt: skip
         GPT2LMHeadModel(config).save_pretrained(folder)
     return folders
 

@@ -1,6 +1,6 @@
-"""A recipe's flags, kept on disk after each full parse, so that ``--help``, a misspelt flag and the checks of the light
-argument dataclasses answer in well under 2 s: the full parser needs transformers' ``TrainingArguments``, whose module
-imports torch, accelerate and PEFT (5-9 s on a 2-core machine) before it can list a single flag.
+"""A recipe's flags, kept on disk after each full parse, so that ``--help``, a misspelt flag and the checks of the
+light argument dataclasses answer in well under 2 s: the full parser needs transformers' ``TrainingArguments``, whose
+module imports torch, accelerate and PEFT (5-9 s on a 2-core machine) before it can list a single flag.
 
 :func:`save_flags` writes the parser's arguments (option strings, help, defaults, choices, ...) to
 ``$XDG_CACHE_HOME/hf_icot/flags/<key>.json`` (``~/.cache`` by default), the key naming the dataclasses, the installed
