@@ -10,10 +10,10 @@ https://github.com/da03/Internalize_CoT_Step_by_Step. The script builds, in ``--
 multiplication lines (``datasets_builder``, seed 0; the reference reads them as ``train.txt``, our recipe builds the
 same rows with ``--task multiplication``), a byte-level BPE trained on them (a few hundred ids), and a GPT-2 of 4
 layers, 128 wide, with that vocabulary (``small``) or with GPT-2's 50,257 rows (``gpt2``), saved with its tokenizer so
-that both sides load the same weights. Then, per round and vocabulary, one after the other (interleaved, so a load change
-on the machine touches every side alike): the reference with its README's multiplication flags (1 epoch, batch 32,
-lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference`` and
-the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
+that both sides load the same weights. Then, per round and vocabulary, one after the other (interleaved, so a load
+change on the machine touches every side alike): the reference with its README's multiplication flags (1 epoch, batch
+32, lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference``
+and the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
 validation examples and a saved model at every stage end; no generation, ``eval_modes`` being empty) and off.
 
 Run-time adaptations of the reference, none written to its files (``launch_reference`` below):
