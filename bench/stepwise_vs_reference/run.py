@@ -14,7 +14,8 @@ that both sides load the same weights. Then, per round and vocabulary, one after
 change on the machine touches every side alike): the reference with its README's multiplication flags (1 epoch, batch
 32, lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference``
 and the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
-validation examples and a saved model at every stage end; no generation, ``eval_modes`` being empty) and off.
+validation examples at every stage end; no generation, ``eval_modes`` being empty) and off; both save the stage
+checkpoints (``keep_stage_checkpoints``, on by default).
 
 Run-time adaptations of the reference, none written to its files (``launch_reference`` below):
 
