@@ -52,9 +52,8 @@ def parse_mode(mode: str) -> tuple[str, int | None]:
 
 
 def _allowed_modes() -> str:
-    named = ", ".join(repr(name) for name in NAMED_MODES)
-    counted = " or ".join(f"'{family}=k'" for family in COUNTED_MODES)
-    return f"allowed: {named} or {counted} with k >= 0"
+    names = [repr(name) for name in NAMED_MODES] + [f"'{family}=k'" for family in COUNTED_MODES]
+    return f"allowed: {', '.join(names[:-1])} or {names[-1]} with k >= 0"
 
 
 def scores_cot(mode: str) -> bool:

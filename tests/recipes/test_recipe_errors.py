@@ -140,7 +140,8 @@ def test_task_unknown_or_with_an_unknown_parameter(tiny_gpt2: Path, tmp_path: Pa
     argv[argv.index("multiplication")] = "multiplikation"
     message = _error(argv)
     assert message == (
-        "task 'multiplikation' is unknown; allowed: ambiguity, multiplication, parity, reference_text, semiautomaton."
+        "task 'multiplikation' is unknown; allowed: ambiguity, latent_json, multiplication, parity, reference_text, "
+        "semiautomaton."
     )
     message = _error(recipe_args(tiny_gpt2, tmp_path / "out", task_args={**TASK_ARGS, "a_digit": 2}))
     assert message == (
@@ -226,7 +227,7 @@ BAD_FLAGS = [
     (["--use_peft", "--lora_dropout", "1.5"], "--lora_dropout 1.5 is not allowed; it must be in [0, 1)."),
     (["--scratch_model", "[2]"], "--scratch_model '[2]' is not a JSON object; write e.g. '{\"a\": 1}'."),
     (["--eval_modes", "implicit", "bogus"], "evaluation mode 'bogus' is unknown; allowed: 'implicit', "
-     "'explicit', 'reference' or 'hint=k' with k >= 0."),
+     "'explicit', 'reference', 'latent', 'hint=k' or 'latent=k' with k >= 0."),
     (["--max_new_tokens", "0"], "max_new_tokens 0 is not allowed; it must be >= 1."),
     (["--per_device_train_batch_size", "0"], "per_device_train_batch_size 0 is not allowed; it must be >= 1."),
     (["--per_device_eval_batch_size", "0"], "per_device_eval_batch_size 0 is not allowed; it must be >= 1."),
@@ -267,7 +268,7 @@ def test_bad_flag_value_is_one_sentence(flags: list[str], message: str, tmp_path
     ("key", "value", "message"),
     [
         ("schedule", "stepwize", "schedule 'stepwize' is unknown; allowed: full_cot, no_cot, stepwise, staged, "
-         "log_icot, mixture, adaptive."),
+         "log_icot, mixture, adaptive, coconut, codi."),
         ("too_long", "truncate", "too_long 'truncate' is not allowed; choose one of error, skip."),
     ],
 )  # fmt: skip
@@ -288,7 +289,7 @@ def test_bad_choice_on_the_command_line_is_one_line_with_a_pointer_to_help(
     assert stderr.count("\n") == 1 and "usage:" not in stderr
     assert stderr.rstrip().endswith(
         "error: argument --schedule: invalid choice: 'stepwize' (choose from 'full_cot', 'no_cot', 'stepwise', "
-        "'staged', 'log_icot', 'mixture', 'adaptive'); see --help."
+        "'staged', 'log_icot', 'mixture', 'adaptive', 'coconut', 'codi'); see --help."
     )
     with pytest.raises(SystemExit):
         load_recipe().parse_args(_scratch_args(tmp_path / "out", "--learning_rate", "fast"))
