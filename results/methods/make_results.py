@@ -3,8 +3,8 @@
 python results/methods/make_results.py [--runs results/methods/runs] [--out results/methods]
                                        [--ledger results/methods/claims.csv] [--readme results/methods/README.md]
 
-Every run folder under ``--runs`` is one (method, seed) of ``runs.yaml``, named ``parity4_<method>_s<seed>`` (read by
-``results/curricula/make_results.py``'s loader), holding the harness's ``sweep.json`` (its wall time),
+Every run folder under ``--runs`` is one (method, seed) of ``runs.yaml``, named ``parity4_<method>_s<seed>``, holding
+the harness's ``sweep.json`` (its wall time; a run it recorded as failed has nothing else and is listed apart),
 ``training_log.json`` (every 100 steps, the exact match of 200 validation questions in the method's own answering
 mode, with the training examples seen) and ``eval_results.json`` (the final scores and speeds). Each method answers in
 its own mode (:data:`METHODS`): implicit for token removal and end to end, latent for Coconut and CODI, explicit for
@@ -36,9 +36,20 @@ import importlib.util
 import math
 from pathlib import Path
 
+from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import knife_edge, update_ledger
-from hf_icot.studies.report import error_bars, fill_section, pyplot, save_figure, section, write_table
+from hf_icot.studies.report import (
+    error_bars,
+    fill_section,
+    pyplot,
+    read_json,
+    record_folders,
+    save_figure,
+    section,
+    write_table,
+)
 from hf_icot.studies.statistics import Summary, difference, summarize
+from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("curricula_league", HERE.parent / "curricula" / "make_results.py")
@@ -67,20 +78,39 @@ COMPARISONS = {  # claim id -> (first, second): d = first's mean - second's
 COST = "forward passes / answer (1 per latent thought or generated token)"
 
 
-def load_runs(folder: Path) -> list[dict]:
-    """The league's run records under ``folder`` (the curricula league's loader), each with its ``method``.
+def load_runs(folder: Path) -> tuple[list[dict], list[str]]:
+    """The league's run records under ``folder``, each with its ``method``, and the runs the harness recorded as
+    failed (``<name>: <last line of its log>``; they have no scores, and count as not recorded).
 
     Raises:
-        ValueError: a record that loader refuses, or one of another task or of a method outside :data:`METHODS`.
+        ValueError: a folder not named ``parity4_<method>_s<seed>`` with a method of :data:`METHODS`, or a record
+            of a finished run missing one of its files.
     """
-    runs = league.load_runs(folder)
-    for run in runs:
-        if run["task"] != TASK or run["curriculum"] not in METHODS:
+    runs, failed = [], []
+    for path in record_folders(folder):
+        match = league.NAME.match(path.name)
+        if match is None or match["task"] != TASK or match["curriculum"] not in METHODS:
             raise ValueError(
-                f"run record {run['run']!r} is not {TASK}_<method>_s<seed> with a method of {', '.join(METHODS)}."
+                f"run record {path.name!r} is not {TASK}_<method>_s<seed> with a method of {', '.join(METHODS)}."
             )
-        run["method"] = run["curriculum"]
-    return runs
+        record = read_json(path / RECORD_FILE, {})
+        if record.get("status", "ok") != "ok":
+            failed.append(f"{path.name}: {(record.get('log_tail') or ['(no log)'])[-1].strip()}")
+            continue
+        missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
+        if missing:
+            raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
+        runs.append(
+            {
+                "run": path.name,
+                "method": match["curriculum"],
+                "seed": int(match["seed"]),
+                "wall_s": record.get("wall_s"),
+                "log": read_json(path / TRAINING_LOG_FILE),
+                "final": read_json(path / EVAL_RESULTS_FILE),
+            }
+        )
+    return runs, failed
 
 
 def mode(run: dict) -> str:
@@ -336,7 +366,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     args = parser.parse_args(argv)
     if args.readme is not None:
         section(args.readme, "table")  # before anything is written
-    rows = points(load_runs(args.runs))
+    runs, failed = load_runs(args.runs)
+    rows = points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     complete = [row for row in rows.values() if len(row["runs"]) >= SEEDS]
     table = _write_or_clear(complete, args.out, "table")
@@ -348,6 +379,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         partial = (
             f"\nShort of {SEEDS} seeds so far, so not in the league table (their runs are still landing):\n\n{partial}"
         )
+    if failed:  # no scores: their verdicts wait for a rerun through the harness
+        partial += "\nFailed (no scores; rerun through the harness):\n\n" + "".join(f"* {line}\n" for line in failed)
     written = plot(rows, args.out)
     if args.readme is not None:
         curves = (

@@ -130,6 +130,9 @@ def test_a_method_short_of_its_seeds_is_tabled_apart_and_its_verdicts_wait(tmp_p
     _records(tmp_path / "runs")
     for seed in (1, 2):
         shutil.rmtree(tmp_path / f"runs/parity4_codi_s{seed}")
+    failed = {"run": "parity4_codi_s1", "status": "failed", "exit_code": 1, "log_tail": ["IndexError: out of range"]}
+    (tmp_path / "runs/parity4_codi_s1").mkdir()  # the harness's record of a failed run: sweep.json alone
+    (tmp_path / f"runs/parity4_codi_s1/{RECORD_FILE}").write_text(json.dumps(failed))
     readme = tmp_path / "README.md"
     readme.write_text("# League\n\n```bash\nrun it\n```\n\n<!-- begin table -->\nold\n<!-- end table -->\n\nProse.\n")
     ledger = _ledger(tmp_path)
@@ -146,6 +149,7 @@ def test_a_method_short_of_its_seeds_is_tabled_apart_and_its_verdicts_wait(tmp_p
     assert text.startswith("# League\n\n```bash\nrun it\n```\n") and text.endswith("<!-- end table -->\n\nProse.\n")
     assert league in text and partial in text and "old" not in text
     assert "a latent thought costs one forward pass" in text and "](curves_parity4.png)" in text
+    assert "Failed (no scores; rerun through the harness):\n\n* parity4_codi_s1: IndexError: out of range\n" in text
 
 
 def test_verdicts_wait_for_the_runs_the_sweep_defines(tmp_path):
