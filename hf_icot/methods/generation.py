@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states, projection_of
+from hf_icot.modeling.sizing import context_length
 
 #: ``<eos>`` a latent prompt's continuation needs: the one closing its CoT, the one closing its answer.
 EOS_TO_WRITE = 2
@@ -45,7 +46,7 @@ def generate_latent(
 
     Args:
         model: the causal LM (possibly PEFT-wrapped), with CODI's projection attached if it was trained with one.
-        max_new_tokens: at most this many tokens per continuation.
+        max_new_tokens: at most this many tokens per continuation (and never past the model's context).
         batch_size: prompts per batch (sorted by length, so batches carry little padding).
         cost: filled with the passes and tokens spent, when given.
 
@@ -53,7 +54,8 @@ def generate_latent(
         Per prompt, in order, its generated ids up to and with the ``<eos>`` that closes the answer.
 
     Raises:
-        ValueError: no prompts, or a non-positive ``max_new_tokens`` or ``batch_size``.
+        ValueError: no prompts, a non-positive ``max_new_tokens`` or ``batch_size``, or a prompt that reaches the
+            model's context (nothing left to generate).
     """
     if not prompts:
         raise ValueError("generate_latent got no prompts; pass at least one list of token ids.")
@@ -61,6 +63,13 @@ def generate_latent(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} {value!r} is not allowed; it must be an integer >= 1.")
     lm = causal_lm_of(model)
+    context = context_length(lm)
+    longest = max(len(prompt) for prompt in prompts)
+    if context is not None and longest >= context:
+        raise ValueError(
+            f"a latent prompt of {longest} tokens reaches the model's context of {context}; shorten it or give fewer "
+            "latent thoughts."
+        )
     projection = projection_of(lm)
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     results: list[list[int]] = [[] for _ in prompts]
@@ -92,6 +101,9 @@ def _generate_batch(
 ) -> list[list[int]]:
     device = lm.get_input_embeddings().weight.device
     width = max(len(prompt) for prompt in prompts)
+    context = context_length(lm)
+    if context is not None:  # a position past the model's context has no embedding
+        max_new_tokens = min(max_new_tokens, context - max(len(prompt) for prompt in prompts))
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for row, prompt in enumerate(prompts):  # left padding: every prompt ends in the last column

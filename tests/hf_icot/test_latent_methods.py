@@ -304,6 +304,21 @@ def test_latent_generation_matches_step_by_step_greedy_decoding(task, tmp_path):
             assert ours == expected
 
 
+def test_latent_generation_stops_at_the_models_context(task, tmp_path):
+    """A model that never closes its answer writes up to its context, not past it (a position past it has no
+    embedding), and a prompt already at the context is one sentence."""
+    _, _, tokenizer, prepared = task
+    lm = tiny_gpt2(len(tokenizer), tmp_path / "short", n_layer=1, n_embd=32, n_positions=14)
+    renderer = LatentRenderer(tokenizer)
+    prompts = renderer.prompts([prepared[0], prepared[1]], [LatentPlan(10**9, 2), LatentPlan(10**9, 1)])
+    assert max(map(len, prompts)) == 6 + 2 + 2 + 1  # question, <eos>, markers, slots
+    never = -1  # as the closing <eos>: no token is, so generation runs until something stops it
+    out = generate_latent(lm, prompts, renderer.tokens.latent, never, renderer.pad, 50)
+    assert [len(row) for row in out] == [14 - 11, 14 - 11]
+    with pytest.raises(ValueError, match="a latent prompt of 14 tokens reaches the model's context of 14"):
+        generate_latent(lm, [[renderer.eos] * 11 + prompts[0][-3:]], renderer.tokens.latent, renderer.eos, 0, 5)
+
+
 def test_a_model_whose_hidden_states_cannot_be_fed_back_is_refused(tmp_path):
     class Scaled(LlamaForCausalLM):
         def forward(self, *args, **kwargs):
