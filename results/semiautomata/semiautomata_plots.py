@@ -81,7 +81,12 @@ def plot_curriculum_stages(runs: list[dict[str, Any]], out: Path) -> None:
         stages = sorted(int(s) for s in run["stage_metrics"])
         for split in ["test", *ood_splits(run)]:
             for mode, style in (("explicit", "-"), ("implicit", "--")):
-                values = [run["stage_metrics"][str(s)].get(f"eval_{split}_{mode}/answer_em") for s in stages]
+                # eval_<split>/<mode>/... since 2026-12-04; records before that have eval_<split>_<mode>/...
+                values = [
+                    next((metrics[key] for key in (f"eval_{split}/{mode}/answer_em", f"eval_{split}_{mode}/answer_em")
+                          if key in metrics), None)
+                    for metrics in (run["stage_metrics"][str(s)] for s in stages)
+                ]  # fmt: skip
                 ax.plot(stages, values, style, marker="o", label=f"{OOD_LABEL.get(split, split)}, {mode}")
         ax.set_title(f"{run['regime']}: {run['automaton']}, depth {run['depth']}", fontsize=9)
         ax.set_xlabel("curriculum stage (end of stage; last = no CoT)")

@@ -130,7 +130,7 @@ def test_curricula_remove_two_states_per_stage_and_record_each_stage(tmp_path: P
     per_stage = _json(out, "stage_metrics.json")
     assert sorted(per_stage) == ["0", "1", "2", "3", "4"]
     for split in SPLITS:
-        assert 0.0 <= per_stage["2"][f"eval_{split}_implicit/answer_em"] <= 1.0
+        assert 0.0 <= per_stage["2"][f"eval_{split}/implicit/answer_em"] <= 1.0
 
 
 @pytest.mark.parametrize(
