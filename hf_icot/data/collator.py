@@ -25,15 +25,13 @@ from hf_icot.data.encoding import (
     encode_text,
     encode_texts,
     eos_id,
-    reference_answer,
     space_tokens,
-    special_prefix,
     token_id,
     whitespace_vocabulary,
 )
 from hf_icot.data.rendering import ID_CUTS, render_on_ids
 from hf_icot.data.row_checks import arrow_table
-from hf_icot.data.word_pieces import WordPieces, framed, splits_at_spaces
+from hf_icot.data.word_pieces import WordPieces, columns_by_words, splits_at_spaces
 
 
 @dataclass
@@ -231,63 +229,12 @@ class ICoTCollator:
         return WordPieces(self.tokenizer) if splits_at_spaces(self.tokenizer) else None
 
     def _columns_by_words(self, table: pa.Table, indices: list[int]) -> dict[str, pa.Array] | None:
-        """The prepared columns of ``table`` for a byte-level BPE, each distinct word encoded once
-        (:class:`~hf_icot.data.word_pieces.WordPieces`), in either sequence format; None where a row needs the
-        tokenizer (a text that is not printable ASCII, a refused word, a reference-format row without CoT)."""
+        """The prepared columns of ``table`` for a byte-level BPE, each distinct word encoded once; None where a row
+        needs the tokenizer (:func:`hf_icot.data.word_pieces.columns_by_words`)."""
         pieces = self._word_pieces
         if pieces is None:
             return None
-        question, cot, answer = (table.column(name).combine_chunks() for name in ("question", "cot", "answer"))
-        steps = pc.list_flatten(cot)
-        if question.null_count or answer.null_count or cot.null_count or steps.null_count:
-            return None
-        for texts in (question, steps, answer):
-            if len(texts) and not pc.all(pc.and_(pc.string_is_ascii(texts), pc.ascii_is_printable(texts))).as_py():
-                return None
-        n_steps = pc.list_value_length(cot).to_numpy(zero_copy_only=False)
-        reference = self.layout.is_reference
-        if reference and (n_steps == 0).any():
-            return None  # the reference's CoT is then the two spaces between its separators: the row path has it
-        answers = pc.unique(answer)
-        answer_texts = [f"{ANSWER_PREFIX} {text}" for text in answers.to_pylist()]
-        if reference:
-            answer_texts = [reference_answer(text) for text in answer_texts]
-        encoded_question = pieces.encode(question)
-        encoded_steps = pieces.encode(steps, with_tokens=True)
-        encoded_answers = pieces.encode(pa.array(answer_texts, pa.string()))
-        if encoded_question is None or encoded_steps is None or encoded_answers is None:
-            return None
-        step_ids, step_offsets, step_tokens = encoded_steps
-        steps_of_row = cot.offsets.to_numpy() - cot.offsets[0].as_py()  # 0-based where the batch is a slice
-        # In the reference format the space before the second <eos> is the CoT's last token, and the question starts
-        # with the tokenizer's BOS where it adds one and ends with the space before the first <eos> (encode_parts).
-        space_token = space_tokens(self.tokenizer)[0] if reference else None
-        space = [self.tokenizer.convert_tokens_to_ids(space_token)] if reference else []
-        question_ids = framed(*encoded_question[:2], special_prefix(self.tokenizer) if reference else [], space)
-        row_offsets = step_offsets[steps_of_row]
-        cot_ids = framed(step_ids, row_offsets, [], space)
-        cot_tokens = step_tokens
-        if reference:
-            joined = step_tokens.to_pylist()
-            for last in steps_of_row[1:][n_steps > 0] - 1:
-                joined[last] = f"{joined[last]} {space_token}"
-            cot_tokens = pa.array(joined, pa.string())
-        answer_ids = framed(*encoded_answers[:2], [], space).take(pc.index_in(answer, value_set=answers))
-        n_tokens = pc.list_value_length(cot_ids).to_numpy()
-        lengths = (
-            pc.list_value_length(question_ids).to_numpy() + n_tokens + pc.list_value_length(answer_ids).to_numpy() + 3
-        )
-        example_id = table.column("example_id") if "example_id" in table.column_names else pa.array(indices)
-        return {
-            "example_id": example_id.cast(pa.int64()),
-            "question_ids": question_ids,
-            "answer_ids": answer_ids,
-            "cot_tokens": pa.ListArray.from_arrays(pa.array(steps_of_row, pa.int32()), cot_tokens),
-            "cot_ids": cot_ids,
-            "n_cot_tokens": pa.array(n_tokens, pa.int32()),
-            "n_cot_steps": pa.array(n_steps, pa.int32()),
-            "length": pa.array(lengths, pa.int32()),
-        }
+        return columns_by_words(pieces, self.tokenizer, self.layout.is_reference, table, indices)
 
     def _encoded_step(self, step: str, seen: dict[str, tuple[str, list[int]]]) -> tuple[str, list[int]]:
         """One CoT step's checked tokens, space-joined, and their ids, worked out once per distinct step (a task

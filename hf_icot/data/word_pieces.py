@@ -16,6 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from hf_icot.cot import ANSWER_PREFIX
+from hf_icot.data.encoding import reference_answer, space_tokens, special_prefix
+
 
 def splits_at_spaces(tokenizer: Any) -> bool:
     """Whether ``tokenizer`` encodes space-separated words independently: a fast tokenizer with no normalizer, a
@@ -129,3 +132,62 @@ def framed(ids: np.ndarray, offsets: np.ndarray, before: list[int], after: list[
     for k, token in enumerate(after):
         out[new_offsets[1:] - len(after) + k] = token
     return pa.ListArray.from_arrays(pa.array(new_offsets, pa.int32()), pa.array(out, pa.int32()))
+
+
+def columns_by_words(
+    pieces: WordPieces, tokenizer: Any, reference_format: bool, table: pa.Table, indices: list[int]
+) -> dict[str, pa.Array] | None:
+    """The prepared columns of ``table`` (what :meth:`hf_icot.data.collator.ICoTCollator.prepare_dataset` adds) for
+    a byte-level BPE, each distinct word encoded once by ``pieces``, in either sequence format; None where a row needs
+    the tokenizer (a text that is not printable ASCII, a refused word, a reference-format row without CoT)."""
+    question, cot, answer = (table.column(name).combine_chunks() for name in ("question", "cot", "answer"))
+    steps = pc.list_flatten(cot)
+    if question.null_count or answer.null_count or cot.null_count or steps.null_count:
+        return None
+    for texts in (question, steps, answer):
+        if len(texts) and not pc.all(pc.and_(pc.string_is_ascii(texts), pc.ascii_is_printable(texts))).as_py():
+            return None
+    n_steps = pc.list_value_length(cot).to_numpy(zero_copy_only=False)
+    reference = reference_format
+    if reference and (n_steps == 0).any():
+        return None  # the reference's CoT is then the two spaces between its separators: the row path has it
+    answers = pc.unique(answer)
+    answer_texts = [f"{ANSWER_PREFIX} {text}" for text in answers.to_pylist()]
+    if reference:
+        answer_texts = [reference_answer(text) for text in answer_texts]
+    encoded_question = pieces.encode(question)
+    encoded_steps = pieces.encode(steps, with_tokens=True)
+    encoded_answers = pieces.encode(pa.array(answer_texts, pa.string()))
+    if encoded_question is None or encoded_steps is None or encoded_answers is None:
+        return None
+    step_ids, step_offsets, step_tokens = encoded_steps
+    steps_of_row = cot.offsets.to_numpy() - cot.offsets[0].as_py()  # 0-based where the batch is a slice
+    # In the reference format the space before the second <eos> is the CoT's last token, and the question starts
+    # with the tokenizer's BOS where it adds one and ends with the space before the first <eos> (encode_parts).
+    space_token = space_tokens(tokenizer)[0] if reference else None
+    space = [tokenizer.convert_tokens_to_ids(space_token)] if reference else []
+    question_ids = framed(*encoded_question[:2], special_prefix(tokenizer) if reference else [], space)
+    row_offsets = step_offsets[steps_of_row]
+    cot_ids = framed(step_ids, row_offsets, [], space)
+    cot_tokens = step_tokens
+    if reference:
+        joined = step_tokens.to_pylist()
+        for last in steps_of_row[1:][n_steps > 0] - 1:
+            joined[last] = f"{joined[last]} {space_token}"
+        cot_tokens = pa.array(joined, pa.string())
+    answer_ids = framed(*encoded_answers[:2], [], space).take(pc.index_in(answer, value_set=answers))
+    n_tokens = pc.list_value_length(cot_ids).to_numpy()
+    lengths = (
+        pc.list_value_length(question_ids).to_numpy() + n_tokens + pc.list_value_length(answer_ids).to_numpy() + 3
+    )
+    example_id = table.column("example_id") if "example_id" in table.column_names else pa.array(indices)
+    return {
+        "example_id": example_id.cast(pa.int64()),
+        "question_ids": question_ids,
+        "answer_ids": answer_ids,
+        "cot_tokens": pa.ListArray.from_arrays(pa.array(steps_of_row, pa.int32()), cot_tokens),
+        "cot_ids": cot_ids,
+        "n_cot_tokens": pa.array(n_tokens, pa.int32()),
+        "n_cot_steps": pa.array(n_steps, pa.int32()),
+        "length": pa.array(lengths, pa.int32()),
+    }
