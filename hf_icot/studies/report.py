@@ -1,6 +1,7 @@
 """The results kit: what every ``results/<study>/make_results.py`` needs besides its own tables, plots and claim rules.
 
-* reading run records: :func:`read_json`, :func:`record_folders`;
+* reading run records: :func:`read_json`, :func:`record_folders`, :data:`RUN_NAME` and :func:`unrecorded_runs` (a
+  league's ``<task>_<what>_s<seed>`` runs that its sweep defines and the harness has not recorded);
 * tables: :func:`fmt` (numbers as the tables print them), :func:`markdown_table` and :func:`write_table`
   (``name.csv`` + ``name.md``), :func:`section` and :func:`fill_section` (a generated part of a hand-written README);
 * plots: :func:`pyplot` (matplotlib on the Agg backend, so scripts run without a screen), :func:`error_bars` (a series
@@ -16,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,20 @@ def record_folders(runs_dir: str | os.PathLike) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(entry for entry in folder.iterdir() if entry.is_dir() and not entry.name.startswith("."))
+
+
+#: A league run's name (``results/curricula``, ``results/methods``): ``<task>_<what>_s<seed>``.
+RUN_NAME = re.compile(r"^(?P<task>[a-z0-9]+)_(?P<what>.+)_s(?P<seed>\d+)$")
+
+
+def unrecorded_runs(sweep_folder: str | os.PathLike) -> list[str]:
+    """The names (with their seed) of the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded
+    as done; none without a sweep file there (records gathered elsewhere)."""
+    from hf_icot.studies.sweep import SWEEP_FILE, load_sweep
+
+    if not (Path(sweep_folder) / SWEEP_FILE).is_file():
+        return []
+    return [run.name for run in load_sweep(sweep_folder).runs if run.state() != "recorded"]
 
 
 def fmt(value: Any, digits: int = 3) -> str:

@@ -41,10 +41,11 @@ from hf_icot.studies.report import (
     record_folders,
     save_figure,
     section,
+    unrecorded_runs,
     write_table,
 )
 from hf_icot.studies.statistics import Summary, difference, summarize
-from hf_icot.studies.sweep import RECORD_FILE, SWEEP_FILE, load_sweep
+from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
 BAR = 0.9
@@ -252,13 +253,11 @@ def ratio_line(task: str, entry: dict) -> str:
 def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
     """Per task, the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded as done (none: no sweep
     file there, as for records gathered elsewhere)."""
-    if not (sweep_folder / SWEEP_FILE).is_file():
-        return {}
     missing: dict[str, list[str]] = {}
-    for run in load_sweep(sweep_folder).runs:
-        match = NAME.match(run.name)
-        if match is not None and run.state() != "recorded":
-            missing.setdefault(match["task"], []).append(run.name)
+    for name in unrecorded_runs(sweep_folder):
+        match = NAME.match(name)
+        if match is not None:
+            missing.setdefault(match["task"], []).append(name)
     return missing
 
 

@@ -32,13 +32,13 @@ With no record yet it writes a table saying so and leaves every verdict pending.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 from pathlib import Path
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import (
+    RUN_NAME,
     error_bars,
     fill_section,
     pyplot,
@@ -46,15 +46,13 @@ from hf_icot.studies.report import (
     record_folders,
     save_figure,
     section,
+    unrecorded_runs,
     write_table,
 )
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("curricula_league", HERE.parent / "curricula" / "make_results.py")
-league = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(league)
 
 TASK = "parity4"
 BAR = 0.9
@@ -88,8 +86,8 @@ def load_runs(folder: Path) -> tuple[list[dict], list[str]]:
     """
     runs, failed = [], []
     for path in record_folders(folder):
-        match = league.NAME.match(path.name)
-        if match is None or match["task"] != TASK or match["curriculum"] not in METHODS:
+        match = RUN_NAME.match(path.name)
+        if match is None or match["task"] != TASK or match["what"] not in METHODS:
             raise ValueError(
                 f"run record {path.name!r} is not {TASK}_<method>_s<seed> with a method of {', '.join(METHODS)}."
             )
@@ -103,7 +101,7 @@ def load_runs(folder: Path) -> tuple[list[dict], list[str]]:
         runs.append(
             {
                 "run": path.name,
-                "method": match["curriculum"],
+                "method": match["what"],
                 "seed": int(match["seed"]),
                 "wall_s": record.get("wall_s"),
                 "log": read_json(path / TRAINING_LOG_FILE),
@@ -232,9 +230,10 @@ def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
     """Per method, the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded (none: no sweep file
     there, as for records gathered elsewhere)."""
     missing: dict[str, list[str]] = {}
-    for names in league.unrecorded(sweep_folder).values():
-        for name in names:
-            missing.setdefault(league.NAME.match(name)["curriculum"], []).append(name)
+    for name in unrecorded_runs(sweep_folder):
+        match = RUN_NAME.match(name)
+        if match is not None and match["task"] == TASK:
+            missing.setdefault(match["what"], []).append(name)
     return missing
 
 
