@@ -25,7 +25,15 @@ def assert_same_weights(expected_folder, got_folder):
     return got
 
 
-@pytest.mark.parametrize(("schedule", "stop"), [("coconut", "--kill_at_step"), ("codi", "--term_at_step")])
+@pytest.mark.parametrize(
+    ("schedule", "stop"),
+    [
+        ("coconut", "--kill_at_step"),
+        ("codi", "--term_at_step"),
+        pytest.param("coconut", "--term_at_step", marks=pytest.mark.slow),
+        pytest.param("codi", "--kill_at_step", marks=pytest.mark.slow),
+    ],
+)
 def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp_path, schedule, stop):
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     # 7 steps per epoch, a checkpoint every 4 steps: step 10 is mid-stage (Coconut's stage 1 is steps 7-13).
