@@ -203,7 +203,14 @@ class Params:
     )
     modulus: int = field(default=2, metadata={"help": "States of C_n (>= 2; counter and cyclic only)."})
     table_path: str = field(default="", metadata={"help": "JSON table file (table only)."})
-    length: int = field(default=32, metadata={"help": "Input symbols per question T (>= 1); also the CoT steps."})
+    length: int = field(default=32, metadata={"help": "Input symbols per question T (>= 1); also the CoT's states."})
+    states_per_step: int = field(
+        default=1,
+        metadata={
+            "help": "States per CoT step (>= 1, dividing length): the T states cut into steps of this many, the "
+            "tokens unchanged (e.g. 4 gives Coconut 8 steps to replace at T = 32)."
+        },
+    )
     train_size: int = field(default=100_000, metadata={"help": "Examples in the train split (>= 1)."})
     test_size: int = field(default=1_000, metadata={"help": "Examples in the uniform test split (>= 1)."})
     ood_size: int = field(default=1_000, metadata={"help": "Examples in each test_ood_* split (>= 1)."})
@@ -232,6 +239,11 @@ class Params:
             raise ValueError(f"table_path={self.table_path!r} is only used with kind='table', not {self.kind!r}.")
         if not isinstance(self.length, int) or self.length < 1:
             raise ValueError(f"length={self.length!r} is not allowed; a question needs at least 1 input symbol.")
+        if not isinstance(self.states_per_step, int) or self.states_per_step < 1 or self.length % self.states_per_step:
+            raise ValueError(
+                f"states_per_step={self.states_per_step!r} is not allowed; use an integer >= 1 that divides "
+                f"length={self.length}."
+            )
         for name in ("train_size", "test_size", "ood_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -287,12 +299,13 @@ class Params:
         return laws
 
     def config_name(self) -> str:
+        grouped = f"_s{self.states_per_step}" if self.states_per_step != 1 else ""
         if self.kind in ("counter", "cyclic"):
-            return f"{self.kind}_c{self.modulus}_t{self.length}"
+            return f"{self.kind}_c{self.modulus}_t{self.length}{grouped}"
         if self.kind == "s3":
-            return f"s3_t{self.length}"
+            return f"s3_t{self.length}{grouped}"
         stem = re.sub(r"[^A-Za-z0-9]+", "_", Path(self.table_path).stem).strip("_") or "custom"
-        return f"table_{stem}_t{self.length}"
+        return f"table_{stem}_t{self.length}{grouped}"
 
 
 def _weights_law(spec: str, inputs: tuple[str, ...]) -> InputLaw:
@@ -314,12 +327,12 @@ def _weights_law(spec: str, inputs: tuple[str, ...]) -> InputLaw:
     return InputLaw(f"test_ood_{name}", probabilities, description)
 
 
-def render_rows(rows: np.ndarray, machine: Semiautomaton) -> dict[str, pa.Array]:
-    """The ``question``, ``cot`` and ``answer`` columns for ``(n, T)`` input ids."""
+def render_rows(rows: np.ndarray, machine: Semiautomaton, states_per_step: int = 1) -> dict[str, pa.Array]:
+    """The ``question``, ``cot`` and ``answer`` columns for ``(n, T)`` input ids (``states_per_step`` states a step)."""
     states = machine.run(rows)
     return {
         "question": text_column(rows, machine.inputs),
-        "cot": steps_column(states, machine.states, [1] * rows.shape[1]),
+        "cot": steps_column(states, machine.states, [states_per_step] * (rows.shape[1] // states_per_step)),
         "answer": text_column(states[:, -1:], machine.states),
     }
 
@@ -353,8 +366,16 @@ def build(params: Params, progress: bool = False) -> datasets.DatasetDict:
     feats = features()
     # The table file's content, not just its path, decides the rows.
     identity = {**asdict(params), "machine": [machine.states, machine.inputs, machine.start, machine.delta.tolist()]}
+    if params.states_per_step == 1:
+        del identity["states_per_step"]  # the rows of every dataset built before the option existed
     return build_splits(
-        blocks, lambda chunk: render_rows(chunk, machine), feats, TASK_NAME, GENERATOR_VERSION, identity, progress
+        blocks,
+        lambda chunk: render_rows(chunk, machine, params.states_per_step),
+        feats,
+        TASK_NAME,
+        GENERATOR_VERSION,
+        identity,
+        progress,
     )
 
 
@@ -369,6 +390,8 @@ def card_details(params: Params) -> dict[str, str]:
         "transition rule": machine.rule,
         "input length": str(params.length),
     }
+    if params.states_per_step != 1:
+        details["CoT steps"] = f"{params.length // params.states_per_step} steps of {params.states_per_step} states"
     if params.kind == "table":
         table = {
             s: dict(zip(machine.inputs, (machine.states[t] for t in row)))
