@@ -62,6 +62,21 @@ def test_counter_with_two_digit_states():
         assert len(row["cot"]) == 40
 
 
+def test_states_per_step_groups_the_same_states_into_steps():
+    params = dict(kind="counter", modulus=7, length=12, train_size=200, test_size=20, ood_size=20, seed=3)
+    single, grouped = build(Params(**params)), build(Params(**params, states_per_step=4))
+    assert Params(**params, states_per_step=4).config_name() == "counter_c7_t12_s4"
+    assert Params(**params).config_name() == "counter_c7_t12"
+    for split in single:
+        assert grouped[split]["question"] == single[split]["question"]
+        assert grouped[split]["answer"] == single[split]["answer"]
+        for one, four in zip(single[split]["cot"], grouped[split]["cot"]):
+            assert len(four) == 3
+            assert four == [" ".join(one[i : i + 4]) for i in range(0, 12, 4)]
+    assert card_details(Params(**params, states_per_step=4))["CoT steps"] == "3 steps of 4 states"
+    assert "CoT steps" not in card_details(Params(**params))
+
+
 def compose(state, element):
     """state ∘ element on one-line tuples: apply element first."""
     return tuple(state[element[x]] for x in range(3))
@@ -173,6 +188,8 @@ def test_deterministic_to_the_parquet_byte(tmp_path):
         ({"kind": "table"}, "kind='table' needs table_path"),
         ({"table_path": "x.json"}, "table_path='x.json' is only used with kind='table'"),
         ({"length": 0}, "length=0 is not allowed; a question needs at least 1 input symbol"),
+        ({"length": 10, "states_per_step": 4}, "states_per_step=4 is not allowed; use an integer >= 1 that divides"),
+        ({"states_per_step": 0}, "states_per_step=0 is not allowed"),
         ({"train_size": 0}, "train_size=0 is not allowed; each split needs at least 1 example"),
         ({"ood_size": -1}, "ood_size=-1 is not allowed"),
         ({"seed": -1}, "seed=-1 is not allowed"),
