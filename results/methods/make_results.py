@@ -3,24 +3,27 @@
 python results/methods/make_results.py [--runs results/methods/runs] [--out results/methods]
                                        [--ledger results/methods/claims.csv] [--readme results/methods/README.md]
 
-Every run folder under ``--runs`` is one (method, seed) of ``runs.yaml``, named ``parity4_<method>_s<seed>``, holding
-the harness's ``sweep.json`` (its wall time; a run it recorded as failed has nothing else and is listed apart),
-``training_log.json`` (every 100 steps, the exact match of 200 validation questions in the method's own answering
-mode, with the training examples seen) and ``eval_results.json`` (the final scores and speeds). Each method answers in
-its own mode (:data:`METHODS`): implicit for token removal and end to end, latent for Coconut and CODI, explicit for
-full CoT. It writes
+The league has two tasks (:data:`TASKS`). Every run folder under ``--runs`` is one (task, method, seed) of
+``runs.yaml``, named ``<task>_<method>_s<seed>``, holding the harness's ``sweep.json`` (its wall time; a run it
+recorded as failed has nothing else and is listed apart), ``training_log.json`` (at the task's interval, the exact
+match of held-out questions in the method's own answering mode, with the training examples seen) and
+``eval_results.json`` (the final scores and speeds). A task may take some methods from another study's records
+(``Task.borrowed``: counter7's stepwise, mixture and full CoT are the semiautomata study's runs of the same rows,
+model and optimizer, read under ``--studies``); those evaluated only at the end, so they have no curve. Each method
+answers in its own mode (:data:`METHODS`; a borrowed run may name another): implicit for token removal and end to
+end, latent for Coconut and CODI, explicit for full CoT, length hint 0 for counter7's mixture. It writes
 
-* ``table.md`` / ``table.csv``: per method with all its :data:`SEEDS` seeds, the final test exact match (mean ± 95%
+* ``table.md`` / ``table.csv``: per task and method with all its :data:`SEEDS` seeds, the final test exact match (mean ± 95%
   t-interval), the examples and optimizer steps at the first measurement >= 90% (mean ± interval when every seed got
   there, else how many did), the wall time per run (of the runs trained in one go: a run the harness resumed from a
   checkpoint is timed from its resumption only, so it is left out and counted), and the inference cost per test
   answer: decoder forward passes (a latent thought costs one, as a generated token does: Coconut's and CODI's
   ``forward_passes``, a token method's generated tokens, tokens/s ÷ examples/s), tokens/s and examples/s; a method
   short of its seeds goes to ``partial.md`` / ``partial.csv`` instead (its runs still landing);
-* ``curves_parity4.png``: exact match in each method's own mode against training examples, mean over seeds with 95%
+* ``curves_<task>.png``: exact match in each method's own mode against training examples, mean over seeds with 95%
   error bars;
-* with ``--ledger``, the verdicts of ``claims.csv`` by its rules: M0 (some method internalizes, end to end stays far
-  below) and M1-M3 (d = one method's mean minus another's, Welch's 95% interval against -0.05), each ``pending``
+* with ``--ledger``, the verdicts of ``claims.csv`` by its rules, per task: M0 (some method internalizes, end to end
+  stays far below) and M1-M3 (d = one method's mean minus another's, Welch's 95% interval against -0.05), each ``pending``
   while a run of the methods it reads has no record (checked against ``runs.yaml`` beside ``--runs``) or has fewer
   than 3 seeds;
 * with ``--readme``, the tables and the curves into that README's generated section (between ``<!-- begin table -->``
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
@@ -54,70 +58,139 @@ from hf_icot.studies.sweep import RECORD_FILE
 
 HERE = Path(__file__).resolve().parent
 
-TASK = "parity4"
 BAR = 0.9
-SEEDS = 3  # seeds per method in runs.yaml
+SEEDS = 3  # seeds per method and task in runs.yaml
 CUT = -0.05  # M1-M3: d's interval against it
 METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answers in)
-    "stepwise": ("stepwise removal (the quickstart's pace)", "implicit"),
+    "stepwise": ("stepwise removal", "implicit"),
     "adaptive": ("adaptive pace (answer-token accuracy)", "implicit"),
-    "mixture": ("mixture (removed tokens dropped)", "implicit"),
+    "mixture": ("mixture", "implicit"),
     "coconut": ("Coconut (continuous thoughts)", "latent"),
     "codi": ("CODI (self-distilled continuous thoughts)", "latent"),
     "full_cot": ("full CoT (answered with its CoT)", "explicit"),
     "e2e": ("end to end (no CoT ever)", "implicit"),
 }
 INTERNALIZING = ("stepwise", "adaptive", "mixture", "coconut", "codi")  # M0's candidates
-COMPARISONS = {  # claim id -> (first, second): d = first's mean - second's
-    "M1-coconut-stepwise": ("coconut", "stepwise"),
-    "M2-codi-coconut": ("codi", "coconut"),
-    "M3-codi-fullcot": ("codi", "full_cot"),
-}
 COST = "forward passes / answer (1 per latent thought or generated token)"
+PREMISE = "premise"  # a claim read by :func:`premise` (M0), not by :func:`compare`
 
 
-def load_runs(folder: Path) -> tuple[list[dict], list[str]]:
-    """The league's run records under ``folder``, each with its ``method``, and the runs the harness recorded as
-    failed (``<name>: <last line of its log>``; they have no scores, and count as not recorded).
+@dataclass(frozen=True)
+class Borrowed:
+    """A method a task reads from another study's records: ``<studies>/<study>/runs/<run>_s<seed>``."""
+
+    study: str
+    run: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task of the league: how its methods are named and measured, and the claims read on it."""
+
+    name: str
+    measured: str  # what the curves measure, for the notes and the plot's axis
+    claims: dict[str, str | tuple[str, str]]  # claim id -> PREMISE, or (first, second): d = first's mean - second's
+    labels: dict[str, str] = field(default_factory=dict)  # method -> how this task's table names it (else METHODS)
+    borrowed: dict[str, Borrowed] = field(default_factory=dict)
+
+
+TASKS = {
+    "parity4": Task(
+        "parity4",
+        "every 100 steps, 200 validation questions",
+        {
+            "M0-parity4": PREMISE,
+            "M1-coconut-stepwise": ("coconut", "stepwise"),
+            "M2-codi-coconut": ("codi", "coconut"),
+            "M3-codi-fullcot": ("codi", "full_cot"),
+        },
+        labels={"stepwise": "stepwise removal (the quickstart's pace)", "mixture": "mixture (removed tokens dropped)"},
+    ),
+    "counter7": Task(
+        "counter7",
+        "every 250 steps, the first 100 test questions",
+        {
+            "M0-counter7": PREMISE,
+            "M1-counter7": ("coconut", "stepwise"),
+            "M2-counter7": ("codi", "coconut"),
+            "M3-counter7": ("codi", "full_cot"),
+        },
+        labels={
+            "stepwise": "stepwise removal (R2's left curriculum; semiautomata records)",
+            "mixture": "mixture (length hints, answered at hint 0; semiautomata records)",
+            "full_cot": "full CoT (answered with its CoT; semiautomata records, 3,000 steps)",
+        },
+        borrowed={
+            "stepwise": Borrowed("semiautomata", "claim_counter7_t32_left", "implicit"),
+            "mixture": Borrowed("semiautomata", "claim_counter7_t32_mixture", "hint=0"),
+            "full_cot": Borrowed("semiautomata", "regime_counter7_t32_full_cot", "explicit"),
+        },
+    ),
+}
+
+
+def _load(path: Path, task: str, method: str, seed: int, answered: str, source: str) -> dict | str:
+    """One run record as a run dict, or for a run the harness recorded as failed ``<name>: <last log line>``.
 
     Raises:
-        ValueError: a folder not named ``parity4_<method>_s<seed>`` with a method of :data:`METHODS`, or a record
-            of a finished run missing one of its files.
+        ValueError: a record of a finished run missing one of its files.
+    """
+    record = read_json(path / RECORD_FILE, {})
+    if record.get("status", "ok") != "ok":
+        return f"{path.name}: {(record.get('log_tail') or ['(no log)'])[-1].strip()}"
+    missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
+    if missing:
+        raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
+    return {
+        "run": path.name,
+        "task": task,
+        "method": method,
+        "seed": seed,
+        "mode": answered,
+        "source": source,
+        "wall_s": record.get("wall_s"),
+        "log": read_json(path / TRAINING_LOG_FILE),
+        "final": read_json(path / EVAL_RESULTS_FILE),
+    }
+
+
+def load_runs(folder: Path, studies: Path | None = None) -> tuple[list[dict], list[str]]:
+    """The league's run records under ``folder``, each with its ``task``, ``method`` and answering ``mode``, plus
+    the borrowed methods' records under ``studies`` (None: none), and the runs the harness recorded as failed
+    (``<name>: <last line of its log>``; they have no scores, and count as not recorded).
+
+    Raises:
+        ValueError: a folder not named ``<task>_<method>_s<seed>`` with a task of :data:`TASKS` and a method of
+            :data:`METHODS`, a league record of a method its task borrows, or a record of a finished run missing
+            one of its files.
     """
     runs, failed = [], []
     for path in record_folders(folder):
         match = RUN_NAME.match(path.name)
-        if match is None or match["task"] != TASK or match["what"] not in METHODS:
+        if match is None or match["task"] not in TASKS or match["what"] not in METHODS:
             raise ValueError(
-                f"run record {path.name!r} is not {TASK}_<method>_s<seed> with a method of {', '.join(METHODS)}."
+                f"run record {path.name!r} is not <task>_<method>_s<seed> with a task of {', '.join(TASKS)} and a "
+                f"method of {', '.join(METHODS)}."
             )
-        record = read_json(path / RECORD_FILE, {})
-        if record.get("status", "ok") != "ok":
-            failed.append(f"{path.name}: {(record.get('log_tail') or ['(no log)'])[-1].strip()}")
-            continue
-        missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
-        if missing:
-            raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
-        runs.append(
-            {
-                "run": path.name,
-                "method": match["what"],
-                "seed": int(match["seed"]),
-                "wall_s": record.get("wall_s"),
-                "log": read_json(path / TRAINING_LOG_FILE),
-                "final": read_json(path / EVAL_RESULTS_FILE),
-            }
-        )
+        task, method = match["task"], match["what"]
+        if method in TASKS[task].borrowed:
+            raise ValueError(f"run record {path.name!r}: {task} reads {method} from another study's records.")
+        loaded = _load(path, task, method, int(match["seed"]), METHODS[method][1], "")
+        (failed.append if isinstance(loaded, str) else runs.append)(loaded)
+    for task in TASKS.values():
+        for method, source in task.borrowed.items():
+            for seed in range(SEEDS):
+                path = (studies or Path("/nonexistent")) / source.study / "runs" / f"{source.run}_s{seed}"
+                if studies is not None and path.is_dir():
+                    loaded = _load(path, task.name, method, seed, source.mode, f"{source.study}/{path.name}")
+                    (failed.append if isinstance(loaded, str) else runs.append)(loaded)
     return runs, failed
 
 
-def mode(run: dict) -> str:
-    return METHODS[run["method"]][1]
-
-
 def curve(run: dict) -> list[tuple[float, int, float]]:
-    """(training examples seen, optimizer step, exact match in the method's mode) at every validation measurement."""
-    key = f"eval_{mode(run)}/answer_em"
+    """(training examples seen, optimizer step, exact match in the run's mode) at every held-out measurement."""
+    key = f"eval_{run['mode']}/answer_em"
     return [(row["train_examples"], row["step"], row[key]) for row in run["log"] if key in row]
 
 
@@ -128,13 +201,13 @@ def first_at(run: dict, bar: float = BAR) -> tuple[float, int] | None:
 
 def final_figure(run: dict, name: str) -> float | None:
     """``test/<mode>/<name>`` of the run's final scores (speeds of a mode that answered nothing are not reported)."""
-    return run["final"].get(f"test/{mode(run)}/{name}")
+    return run["final"].get(f"test/{run['mode']}/{name}")
 
 
 def cost(run: dict) -> float | None:
     """Decoder forward passes per test answer: a latent run's reported count (its thoughts and generated tokens),
     else the tokens it generated per answer (tokens/s ÷ examples/s)."""
-    if mode(run) == "latent":
+    if run["mode"] == "latent":
         return final_figure(run, "forward_passes")
     tokens, examples = final_figure(run, "tokens_per_s"), final_figure(run, "examples_per_s")
     return None if tokens is None or not examples else tokens / examples
@@ -154,22 +227,25 @@ def _summary(values: list[float | None]) -> Summary | None:
     return summarize(present) if present else None
 
 
-def points(runs: list[dict]) -> dict[str, dict]:
-    """Per method (in :data:`METHODS`' order) with at least one record: its runs, by seed, and figures over them."""
+def points(runs: list[dict], task: str) -> dict[str, dict]:
+    """Per method of ``task`` (in :data:`METHODS`' order) with at least one record: its runs, by seed, and figures
+    over them."""
     rows = {}
     for method in METHODS:
-        members = sorted((run for run in runs if run["method"] == method), key=lambda run: run["seed"])
+        members = sorted((r for r in runs if r["task"] == task and r["method"] == method), key=lambda r: r["seed"])
         if not members:
             continue
         reached = [first_at(run) for run in members]
         every = all(value is not None for value in reached)
         rows[method] = row = {
+            "task": task,
             "method": method,
             "runs": members,
             "scores": [final_figure(run, "answer_em") for run in members],
             "reached": [value for value in reached if value is not None],
             "to_bar": summarize([value[0] for value in reached]) if every else None,
             "steps_to_bar": summarize([value[1] for value in reached]) if every else None,
+            "measured": any(curve(run) for run in members),
             "trained": max((curve(run)[-1][0] for run in members if curve(run)), default=0.0),
             "wall": [run["wall_s"] for run in members if run["wall_s"] is not None and not resumed(run)],
             "resumed": sum(resumed(run) for run in members),
@@ -185,11 +261,17 @@ def _cell(summary: Summary | None, digits: int) -> str:
     return "" if summary is None else summary.text(digits)
 
 
+def label(task: str, method: str) -> str:
+    return TASKS[task].labels.get(method, METHODS[method][0])
+
+
 def table_rows(rows: list[dict]) -> list[dict]:
     out = []
     for row in rows:
         n, reached = len(row["runs"]), row["reached"]
-        if row["to_bar"] is not None:
+        if not row["measured"]:
+            examples = steps = "not measured (evaluated at the end only)"
+        elif row["to_bar"] is not None:
             examples, steps = _cell(row["to_bar"], 0), _cell(row["steps_to_bar"], 0)
         elif reached:
             examples = f"{len(reached)}/{n} seeds reached it ({', '.join(f'{e:,.0f}' for e, _ in reached)})"
@@ -202,8 +284,9 @@ def table_rows(rows: list[dict]) -> list[dict]:
             wall += f" ({row['resumed']} resumed run(s) left out: timed from the resumption)"
         out.append(
             {
-                "method": METHODS[row["method"]][0],
-                "mode": METHODS[row["method"]][1],
+                "task": row["task"],
+                "method": label(row["task"], row["method"]),
+                "mode": row["runs"][0]["mode"],
                 "seeds": n,
                 "test EM, own mode (end)": _cell(row["final"], 3),
                 "examples to ≥ 90%": examples,
@@ -226,21 +309,23 @@ def _write_or_clear(rows: list[dict], out: Path, name: str) -> str:
     return ""
 
 
-def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
-    """Per method, the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded (none: no sweep file
-    there, as for records gathered elsewhere)."""
-    missing: dict[str, list[str]] = {}
+def unrecorded(sweep_folder: Path) -> dict[tuple[str, str], list[str]]:
+    """Per (task, method), the runs ``sweep_folder/runs.yaml`` defines that the harness has not recorded (none: no
+    sweep file there, as for records gathered elsewhere)."""
+    missing: dict[tuple[str, str], list[str]] = {}
     for name in unrecorded_runs(sweep_folder):
         match = RUN_NAME.match(name)
-        if match is not None and match["task"] == TASK:
-            missing.setdefault(match["what"], []).append(name)
+        if match is not None and match["task"] in TASKS:
+            missing.setdefault((match["task"], match["what"]), []).append(name)
     return missing
 
 
-def _waiting(rows: dict[str, dict], methods: tuple[str, ...], missing: dict[str, list[str]]) -> tuple[int, str]:
+def _waiting(
+    rows: dict[str, dict], task: str, methods: tuple[str, ...], missing: dict[tuple[str, str], list[str]]
+) -> tuple[int, str]:
     """The seeds behind a verdict on ``methods`` (the fewest any has) and why it must wait (``""``: it need not)."""
     seeds = min(len(rows[m]["runs"]) if m in rows else 0 for m in methods)
-    unrun = sum(len(missing.get(m, [])) for m in methods)
+    unrun = sum(len(missing.get((task, m), [])) for m in methods)
     if unrun:
         return seeds, f"; {unrun} run(s) of runs.yaml not recorded yet"
     return seeds, "" if seeds >= SEEDS else f"; fewer than {SEEDS} seeds"
@@ -252,11 +337,13 @@ def _interval(summary: Summary) -> str:
     return text if summary.low is None else f"{text} [{summary.low:+.3f}, {summary.high:+.3f}]"
 
 
-def compare(rows: dict[str, dict], first: str, second: str, missing: dict[str, list[str]]) -> dict:
+def compare(
+    rows: dict[str, dict], task: str, first: str, second: str, missing: dict[tuple[str, str], list[str]]
+) -> dict:
     """M1-M3: d = ``first``'s mean final test score minus ``second``'s with Welch's 95% interval; agree if its lower
     bound >= :data:`CUT`, disagree if its upper bound < :data:`CUT`, else inconclusive (pending: see
     :func:`_waiting`); a knife-edge when d is within one standard error of the cut."""
-    seeds, short = _waiting(rows, (first, second), missing)
+    seeds, short = _waiting(rows, task, (first, second), missing)
     absent = [method for method in (first, second) if method not in rows]
     if absent:
         return {
@@ -277,11 +364,12 @@ def compare(rows: dict[str, dict], first: str, second: str, missing: dict[str, l
     return {"verdict": verdict, "flag": flag, "seeds": seeds, "ours": ours}
 
 
-def premise(rows: dict[str, dict], missing: dict[str, list[str]]) -> dict:
+def premise(rows: dict[str, dict], task: str, missing: dict[tuple[str, str], list[str]]) -> dict:
     """M0: the best internalizing method's mean >= 0.90 with its interval's lower bound >= 0.85, and end to end's
     mean 0.30 or more below it with Welch's interval of the gap above 0.15: agree; its mean < 0.90: disagree; else
-    inconclusive (pending: see :func:`_waiting`)."""
-    seeds, short = _waiting(rows, (*INTERNALIZING, "e2e"), missing)
+    inconclusive (pending: see :func:`_waiting`; a method ``runs.yaml`` does not run on ``task`` is not waited for)."""
+    expected = [m for m in (*INTERNALIZING, "e2e") if m in rows or (task, m) in missing]
+    seeds, short = _waiting(rows, task, tuple(expected) or ("e2e",), missing)
     candidates = [rows[method] for method in INTERNALIZING if method in rows]
     if not candidates or "e2e" not in rows:
         ours = f"no internalizing method or no end to end recorded yet{short}"
@@ -306,16 +394,21 @@ def premise(rows: dict[str, dict], missing: dict[str, list[str]]) -> dict:
     return {"verdict": verdict, "flag": "; ".join(flag for flag in flags if flag), "seeds": seeds, "ours": ours}
 
 
-def verdicts(rows: dict[str, dict], missing: dict[str, list[str]] | None = None) -> dict[str, dict]:
-    """Every row of claims.csv by its rule (``missing``: :func:`unrecorded`)."""
+def verdicts(
+    by_task: dict[str, dict[str, dict]], missing: dict[tuple[str, str], list[str]] | None = None
+) -> dict[str, dict]:
+    """Every row of claims.csv by its rule (``by_task``: :func:`points` per task; ``missing``: :func:`unrecorded`)."""
     missing = missing or {}
-    results = {"M0-parity4": premise(rows, missing)}
-    results.update({claim: compare(rows, *methods, missing) for claim, methods in COMPARISONS.items()})
+    results = {}
+    for name, task in TASKS.items():
+        rows = by_task.get(name, {})
+        for claim, rule in task.claims.items():
+            results[claim] = premise(rows, name, missing) if rule == PREMISE else compare(rows, name, *rule, missing)
     return results
 
 
-def plot(rows: dict[str, dict], out: Path) -> Path | None:
-    """``curves_parity4.png`` (None, and nothing written, for no curve)."""
+def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
+    """``curves_<task>.png`` (None, and nothing written, for no curve)."""
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(10, 6))
     drawn = False
@@ -327,9 +420,9 @@ def plot(rows: dict[str, dict], out: Path) -> Path | None:
         xs = [curves[0][i][0] for i in range(length)]
         summaries = [summarize([points[i][2] for points in curves]) for i in range(length)]
         style = {"e2e": "--", "full_cot": ":"}.get(method, "-")
-        label, answered = METHODS[method]
+        answered = row["runs"][0]["mode"]
         error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=style, markersize=2, linewidth=1.2,
-                   capsize=1.5, label=f"{label}, {answered} (n={len(row['runs'])})")  # fmt: skip
+                   capsize=1.5, label=f"{label(task, method)}, {answered} (n={len(row['runs'])})")  # fmt: skip
         drawn = True
     if not drawn:
         plt.close(figure)
@@ -337,27 +430,32 @@ def plot(rows: dict[str, dict], out: Path) -> Path | None:
     axis.axhline(BAR, color="grey", linestyle="-.", linewidth=0.9, label="90%")
     axis.set_ylim(-0.02, 1.02)
     axis.set_xlabel("training examples seen")
-    axis.set_ylabel("exact match in the method's own mode (200 validation questions)")
-    axis.set_title("parity4: every method at one budget (mean over seeds, 95% intervals)")
+    axis.set_ylabel(f"exact match in the method's own mode ({TASKS[task].measured})")
+    axis.set_title(f"{task}: every method at one budget (mean over seeds, 95% intervals)")
     axis.legend(fontsize=7, loc="lower right")
-    return save_figure(figure, out / f"curves_{TASK}.png")
+    return save_figure(figure, out / f"curves_{task}.png")
 
 
 NOTES = (
     "Each method answers in its own mode: implicit (no CoT) for token removal and end to end, latent for Coconut and "
-    "CODI, explicit (writing its CoT) for full CoT. Examples and steps to ≥ 90%: the first of the measurements every "
-    "100 steps (200 validation questions) at or above 90%. Inference cost per test answer in decoder forward passes: "
-    "a latent thought costs one forward pass, as a generated token does; for Coconut and CODI it is their latent "
-    "thoughts plus the tokens they generate (`forward_passes`), for a token method the tokens it generates (tokens/s "
-    "÷ examples/s). Speeds and wall times are on this CPU beside another run: compare them roughly; a run the harness "
-    "resumed from a checkpoint is timed from its resumption only, so its wall time is left out (and counted)."
+    "CODI, explicit (writing its CoT) for full CoT, and on counter7 length hint 0 for the mixture (trained with "
+    "length hints, its no-CoT mode). Examples and steps to ≥ 90%: the first held-out measurement at or above 90% "
+    "(parity4: every 100 steps, 200 validation questions; counter7: every 250 steps, the first 100 test questions); "
+    "the runs counter7 reads from the semiautomata study evaluated at the end only. Inference cost per test answer "
+    "in decoder forward passes: a latent thought costs one forward pass, as a generated token does; for Coconut and "
+    "CODI it is their latent thoughts plus the tokens they generate (`forward_passes`), for a token method the "
+    "tokens it generates (tokens/s ÷ examples/s). Speeds and wall times are on this CPU beside another run: compare "
+    "them roughly; a run the harness resumed from a checkpoint is timed from its resumption only, so its wall time "
+    "is left out (and counted)."
 )
 
 
-def main(argv: list[str] | None = None) -> dict[str, dict]:
+def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
-    parser.add_argument("--out", type=Path, default=HERE, help="where the tables and the PNG go")
+    parser.add_argument("--studies", type=Path, default=HERE.parent,
+                        help="the folder of the studies whose records a task borrows (default: results/)")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=HERE, help="where the tables and the PNGs go")
     parser.add_argument("--ledger", type=Path, default=None, help="claims.csv to fill with the verdicts")
     parser.add_argument("--readme", type=Path, default=None,
                         help="a README whose section between <!-- begin table --> and <!-- end table --> gets the "
@@ -365,32 +463,30 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     args = parser.parse_args(argv)
     if args.readme is not None:
         section(args.readme, "table")  # before anything is written
-    runs, failed = load_runs(args.runs)
-    rows = points(runs)
+    runs, failed = load_runs(args.runs, args.studies)
+    by_task = {task: points(runs, task) for task in TASKS}
     args.out.mkdir(parents=True, exist_ok=True)
-    complete = [row for row in rows.values() if len(row["runs"]) >= SEEDS]
-    table = _write_or_clear(complete, args.out, "table")
+    rows = [row for task_rows in by_task.values() for row in task_rows.values()]
+    table = _write_or_clear([row for row in rows if len(row["runs"]) >= SEEDS], args.out, "table")
     if not table:
         table = f"_no method has its {SEEDS} seeds recorded yet_\n"
         (args.out / "table.md").write_text(table, encoding="utf-8")
-    partial = _write_or_clear([row for row in rows.values() if len(row["runs"]) < SEEDS], args.out, "partial")
+    partial = _write_or_clear([row for row in rows if len(row["runs"]) < SEEDS], args.out, "partial")
     if partial:
         partial = (
             f"\nShort of {SEEDS} seeds so far, so not in the league table (their runs are still landing):\n\n{partial}"
         )
     if failed:  # no scores: their verdicts wait for a rerun through the harness
         partial += "\nFailed (no scores; rerun through the harness):\n\n" + "".join(f"* {line}\n" for line in failed)
-    written = plot(rows, args.out)
+    written = [path for task, task_rows in by_task.items() if (path := plot(task_rows, task, args.out))]
     if args.readme is not None:
-        curves = (
-            "" if written is None else f"\n![exact match in each method's own mode against examples]({written.name})\n"
-        )
+        curves = "".join(f"\n![{path.stem}: exact match in each method's own mode]({path.name})\n" for path in written)
         fill_section(args.readme, "table", f"{table}{partial}\n{NOTES}\n{curves}")
     if args.ledger is not None:
-        update_ledger(args.ledger, verdicts(rows, unrecorded(args.runs.parent)))
+        update_ledger(args.ledger, verdicts(by_task, unrecorded(args.runs.parent)))
     print(table + partial)
-    print("wrote", ", ".join(str(p) for p in [args.out / "table.md", *([written] if written else [])]))
-    return rows
+    print("wrote", ", ".join(str(p) for p in [args.out / "table.md", *written]))
+    return by_task
 
 
 if __name__ == "__main__":

@@ -32,12 +32,14 @@ def _analysis():
     return load_script(REPO / "results/methods/make_results.py", "methods_analysis")
 
 
-def _write(root: Path, method: str, seed: int, first_at: int | None) -> None:
+def _write(
+    root: Path, method: str, seed: int, first_at: int | None, name: str = "", mode: str = "", finals=None
+) -> None:
     """A run measured every 100 steps at 0.5 until measurement ``first_at`` (1-based; None: never), 0.95 from there,
     with its final test scores and speeds: 100 answers/s, 3 tokens per implicit answer, 7 per explicit one, and 6
-    forward passes per latent one."""
-    mode, finals = FINALS[method]
-    folder = root / f"parity4_{method}_s{seed}"
+    forward passes per latent one (``name``: the folder's name without its seed; ``mode``, ``finals``: FINALS')."""
+    mode, finals = mode or FINALS[method][0], finals or FINALS[method][1]
+    folder = root / f"{name or f'parity4_{method}'}_s{seed}"
     folder.mkdir(parents=True)
     (folder / RECORD_FILE).write_text(
         json.dumps({"run": folder.name, "seed": seed, "status": "ok", "wall_s": 100 + seed})
@@ -51,7 +53,7 @@ def _write(root: Path, method: str, seed: int, first_at: int | None) -> None:
     log.append({"step": 100 * MEASUREMENTS, "train_runtime": leg / 2, "train_steps_per_second": 2.0})
     (folder / "training_log.json").write_text(json.dumps(log))
     final = {f"test/{mode}/answer_em": finals[seed], f"test/{mode}/examples_per_s": 100.0}
-    final[f"test/{mode}/tokens_per_s"] = {"implicit": 300.0, "explicit": 700.0, "latent": 250.0}[mode]
+    final[f"test/{mode}/tokens_per_s"] = {"implicit": 300.0, "explicit": 700.0, "latent": 250.0}.get(mode, 400.0)
     if mode == "latent":
         final[f"test/{mode}/forward_passes"] = 6.0
     final["test/implicit/answer_em"] = final.get("test/implicit/answer_em", 0.0)  # another mode's score: not read
@@ -72,7 +74,15 @@ def _ledger(tmp_path: Path) -> Path:
 
 
 def _main(tmp_path: Path, *extra: str) -> dict:
-    return _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), *extra])
+    folders = [
+        "--runs",
+        str(tmp_path / "runs"),
+        "--studies",
+        str(tmp_path / "studies"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
+    return _analysis().main([*folders, *extra])
 
 
 def test_the_table_reads_each_method_in_its_own_mode(tmp_path):
@@ -121,7 +131,8 @@ def test_the_verdicts_follow_the_ledgers_rules(tmp_path):
     assert verdicts["M0-parity4"]["verdict"] == "agree" and verdicts["M0-parity4"]["flag"] == ""
     assert verdicts["M0-parity4"]["ours"].startswith("best: stepwise 1.000 ± 0.000 (n=3); end to end 0.503")
     assert "gap +0.497 [+0.482, +0.511]" in verdicts["M0-parity4"]["ours"]
-    assert {row["seeds"] for row in verdicts.values()} == {"3"}
+    assert {row["seeds"] for claim, row in verdicts.items() if not claim.endswith("counter7")} == {"3"}
+    assert {row["verdict"] for claim, row in verdicts.items() if claim.endswith("counter7")} == {"pending"}
     before = {row["id"]: row for row in read_ledger(REPO / "results/methods/claims.csv")}
     assert all(verdicts[claim]["rule"] == before[claim]["rule"] for claim in before)
 
@@ -186,16 +197,72 @@ def test_no_record_yet_leaves_every_verdict_pending(tmp_path):
 def test_a_record_of_another_method_is_refused(tmp_path):
     _write(tmp_path / "runs", "stepwise", 0, 2)  # a whole record, under the name of a method not in the league
     (tmp_path / "runs/parity4_stepwise_s0").rename(tmp_path / "runs/parity4_log_icot_s1")
-    with pytest.raises(ValueError, match=r"^run record 'parity4_log_icot_s1' is not parity4_<method>_s<seed>"):
+    with pytest.raises(ValueError, match=r"^run record 'parity4_log_icot_s1' is not <task>_<method>_s<seed> with"):
+        _main(tmp_path)
+
+
+#: counter7: method -> (the folder its records are in: a league run or a semiautomata run, its mode, its finals)
+COUNTER7 = {
+    "stepwise": ("studies/semiautomata/runs/claim_counter7_t32_left", "implicit", [0.99, 1.0, 0.99]),
+    "mixture": ("studies/semiautomata/runs/claim_counter7_t32_mixture", "hint=0", [0.78, 0.84, 0.85]),
+    "full_cot": ("studies/semiautomata/runs/regime_counter7_t32_full_cot", "explicit", [1.0, 1.0, 1.0]),
+    "coconut": ("runs/counter7_coconut", "latent", [0.99, 0.98, 1.0]),
+    "codi": ("runs/counter7_codi", "latent", [0.3, 0.2, 0.25]),
+    "e2e": ("runs/counter7_e2e", "implicit", [0.14, 0.15, 0.17]),
+}
+
+
+def _counter7(tmp_path: Path) -> None:
+    for method, (where, mode, finals) in COUNTER7.items():
+        folder, name = where.rsplit("/", 1)
+        for seed in range(3):
+            _write(tmp_path / folder, method, seed, 2, name=name, mode=mode, finals=finals)
+            if folder.startswith("studies"):  # the study's runs evaluated at the end only: no curve
+                log = tmp_path / folder / f"{name}_s{seed}/training_log.json"
+                log.write_text(json.dumps([row for row in json.loads(log.read_text()) if "train_examples" not in row]))
+
+
+def test_counter7_reads_the_semiautomata_records_it_borrows_each_in_its_mode(tmp_path):
+    _records(tmp_path / "runs")
+    _counter7(tmp_path)
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    with open(tmp_path / "out/table.csv", newline="") as stream:
+        table = {(row["task"], row["method"].split(" (")[0]): row for row in csv.DictReader(stream)}
+    assert table["counter7", "mixture"]["mode"] == "hint=0"
+    assert table["counter7", "mixture"]["test EM, own mode (end)"] == "0.823 ± 0.094 (n=3)"  # hint 0, not implicit
+    assert table["counter7", "stepwise removal"]["examples to ≥ 90%"] == "not measured (evaluated at the end only)"
+    assert table["counter7", "Coconut"]["examples to ≥ 90%"] == "12800 ± 0 (n=3)"
+    assert table["parity4", "stepwise removal"]["test EM, own mode (end)"] == "1.000 ± 0.000 (n=3)"
+    assert (tmp_path / "out/curves_counter7.png").is_file() and (tmp_path / "out/curves_parity4.png").is_file()
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    # coconut 0.990 against stepwise 0.993: d = -0.003, the interval within [-0.05, ...]
+    assert verdicts["M1-counter7"]["verdict"] == "agree"
+    assert verdicts["M1-counter7"]["ours"].startswith("d = coconut - stepwise = -0.003 [")
+    assert verdicts["M2-counter7"]["verdict"] == "disagree" and verdicts["M3-counter7"]["verdict"] == "disagree"
+    # the best internalizing method (stepwise 0.993) against end to end 0.153; adaptive is not run on counter7
+    assert verdicts["M0-counter7"]["verdict"] == "agree"
+    assert verdicts["M0-counter7"]["ours"].startswith("best: stepwise 0.993 ± ")
+    assert verdicts["M1-coconut-stepwise"]["ours"].startswith("d = coconut - stepwise = +0.000")  # parity4's own
+
+
+def test_a_league_record_of_a_method_the_task_borrows_is_refused(tmp_path):
+    _write(tmp_path / "runs", "stepwise", 0, 2, name="counter7_stepwise")
+    with pytest.raises(ValueError, match=r"^run record 'counter7_stepwise_s0': counter7 reads stepwise from another"):
         _main(tmp_path)
 
 
 def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     from hf_icot.studies.sweep import load_sweep
 
-    methods = _analysis().METHODS
+    analysis = _analysis()
     runs = load_sweep(REPO / "results/methods").runs
-    assert sorted({run.seed for run in runs}) == [0, 1, 2] and len(runs) == 3 * len(methods)
+    assert sorted({run.seed for run in runs}) == [0, 1, 2]
+    for task in analysis.TASKS.values():
+        own = [method for method in analysis.METHODS if method not in task.borrowed]
+        ran = {run.name.rsplit("_s", 1)[0] for run in runs if run.name.startswith(f"{task.name}_")}
+        assert ran <= {f"{task.name}_{method}" for method in own}, task.name
     for run in runs:
-        method = run.name.removeprefix("parity4_").rsplit("_s", 1)[0]
-        assert run.command[run.command.index("--eval_modes") + 1] == methods[method][1], run.name
+        method = run.name.split("_", 1)[1].rsplit("_s", 1)[0]
+        assert run.command[run.command.index("--eval_modes") + 1] == analysis.METHODS[method][1], run.name
+    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * len(analysis.METHODS)
