@@ -19,7 +19,7 @@ Examples (from the repository root)::
     python recipes/marginals.py --config recipes/configs/marginals_study_schedule.yaml --output_dir outputs/marginals/cos
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option). Sequences are the study's
-``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (``recipes/marginals_layout.py``); training is
+``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (:mod:`hf_icot.data.answer_only`); training is
 the plain ``transformers.Trainer`` (there is no chain of thought to remove). The directions without a selector in the
 question (``b_to_a``, ``a_to_b``) measure no Δz and no selector attention; those whose K rows of a base share one
 answer (``az_to_b``, ``a_to_b``) have no candidate loss (the K candidates coincide) and so no τ. The run folder holds the model
@@ -177,10 +177,10 @@ def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any
     Raises:
         ValueError: bad input (one sentence saying what to change), before any training.
     """
-    from marginals_layout import answer_only_tokenizer, encode_answer_only
     from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq
 
     from datasets_builder import build_dataset
+    from hf_icot.data.answer_only import answer_only_tokenizer, encode_answer_only
     from hf_icot.diagnostics import HeadAblationCallback, LearningDynamicsCallback, parse_heads
     from hf_icot.modeling.loading import scratch_config
     from hf_icot.publishing.run_files import TRAINING_LOG_FILE

@@ -40,11 +40,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser.add_argument("--tol", type=float, default=1e-2, help="Lanczos relative tolerance.")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes"))
-    from marginals_layout import encode_answer_only
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from datasets_builder import build_dataset
+    from hf_icot.data.answer_only import encode_answer_only
     from hf_icot.diagnostics import hessian_curvature_along, hessian_extremes
     from hf_icot.diagnostics.candidates import diagnostic_rows
 

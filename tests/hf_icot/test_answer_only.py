@@ -1,9 +1,14 @@
-"""The answer-only layout: <bos> B <sep> z <sep> A <eos>, loss on A and the final <eos> only."""
+"""hf_icot.data.answer_only: <bos> B <sep> z <sep> A <eos>, loss on A and the final <eos> only."""
 
 import pytest
-from marginals_layout import answer_only_tokenizer, encode_answer_only, encode_answer_only_example, selectors_shown
 
 from datasets_builder import build_dataset
+from hf_icot.data.answer_only import (
+    answer_only_tokenizer,
+    encode_answer_only,
+    encode_answer_only_example,
+    selectors_shown,
+)
 
 
 @pytest.fixture(scope="module")

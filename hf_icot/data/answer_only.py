@@ -1,4 +1,5 @@
-"""Sequences without a chain of thought, in the layout of the marginals study: ``<bos> question <sep> answer <eos>``.
+"""Sequences without a chain of thought, in the layout of the marginals study: ``<bos> question <sep> answer <eos>``
+(``results/marginals/``; the ambiguity task of :mod:`datasets_builder`).
 
 The ICoT layout (``question <eos> cot <eos> #### answer <eos>``, :mod:`hf_icot.data.collator`) puts loss on what
 follows the first ``<eos>``, including two tokens that never vary (the second ``<eos>`` and ``####``). A study of how a
