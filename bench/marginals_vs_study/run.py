@@ -284,10 +284,10 @@ def our_model(k: int, n_bases: int, seed: int) -> dict:
     sys.path.insert(0, str(REPO / "recipes"))
     import torch
     from marginals import STUDY_MODEL
-    from marginals_layout import answer_only_tokenizer
     from transformers import AutoModelForCausalLM, set_seed
 
     from datasets_builder import build_dataset
+    from hf_icot.data.answer_only import answer_only_tokenizer
     from hf_icot.modeling.loading import scratch_config
 
     dataset, _ = build_dataset("ambiguity", {"direction": "bz_to_a", "k": k, "n_bases": n_bases, "seed": seed,
