@@ -15,7 +15,7 @@ Examples (from the repository root)::
 ``--config`` gives defaults, flags override them (``--help`` lists every option; the same flags as
 ``recipes/icot_gpt2.py``, resume included). The model is ``--scratch_model`` with a ``model_type`` of
 :mod:`hf_icot.modeling.theory` (``log_icot_parity``, ``linear_attention_parity``, ``parity_mlp``: trained by
-``recipes/parity_mlp.py``) or any causal LM family (``gpt2``). The theory
+:mod:`hf_icot.training.parity_mlp_trainer`) or any causal LM family (``gpt2``). The theory
 models round their attention weights (:class:`hf_icot.modeling.theory.RoundingCallback`: A to integers after every
 step, B to halves at every stage end); every causal-LM run logs teacher-forced answer accuracy every ``eval_steps``
 (:mod:`hf_icot.diagnostics.answer_accuracy`). The run folder holds what ``icot_gpt2.py`` leaves plus ``stages.json``
@@ -65,8 +65,8 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         data = run.load_data(script_args, build=build_dataset)
         check_parity_data(model_type, model_args.scratch_model or {}, data.train)
 
-        if model_type == "parity_mlp":  # not a causal LM: the plain Trainer (recipes/parity_mlp.py)
-            from parity_mlp import train_parity_mlp
+        if model_type == "parity_mlp":  # not a causal LM: the plain Trainer
+            from hf_icot.training.parity_mlp_trainer import train_parity_mlp
 
             metrics, trainer = train_parity_mlp(
                 training_args, schedule, model_args.scratch_model, data.train, data.evaluation_sets, run.resume_from

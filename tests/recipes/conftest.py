@@ -17,10 +17,6 @@ from tests.hub_server import loopback_hub  # noqa: F401  (a fixture of the push 
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "icot_gpt2.py"
-# A recipe imports its study's own modules (recipes/marginals_layout.py, …) as siblings, which running it as a script
-# (python recipes/x.py, accelerate launch recipes/x.py) puts on sys.path; loaded in-process, the tests put them there.
-if str(REPO / "recipes") not in sys.path:
-    sys.path.insert(0, str(REPO / "recipes"))
 #: 2x2 multiplication: short sequences, so a run of a few steps takes seconds.
 TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 48, "validation_size": 8, "test_size": 8, "seed": 0}
 

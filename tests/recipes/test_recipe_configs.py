@@ -19,7 +19,7 @@ RECIPES = REPO / "recipes"
 YAML_FILES = sorted(p for p in RECIPES.rglob("*") if p.suffix in (".yaml", ".yml"))
 CONFIGS = sorted((RECIPES / "configs").rglob("*.yaml"))
 ACCELERATE = sorted((RECIPES / "accelerate").rglob("*.yaml"))
-#: The recipes: the scripts of recipes/ (beside them, their studies' own modules, e.g. marginals_layout.py).
+#: The recipes: the scripts of recipes/.
 SCRIPTS = sorted(p for p in RECIPES.glob("*.py") if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8"))
 
 

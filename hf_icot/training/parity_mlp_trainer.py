@@ -1,5 +1,6 @@
-"""The parity study's mixture MLP (model C) trained with the plain ``Trainer``: the steps of ``recipes/parity.py``
-for a model that is a classifier, not a causal LM (``ICoTTrainer`` renders token sequences).
+"""The parity study's mixture MLP (model C, :mod:`hf_icot.modeling.theory.parity_mlp`) trained with the plain
+``Trainer``: the parity study's training steps (``results/parity/``) for a model that is a classifier, not a causal
+LM (``ICoTTrainer`` renders token sequences).
 
 Each training example's number of CoT steps shown is drawn at the optimizer step from the run's ``Mixture``
 (:func:`hf_icot.modeling.theory.parity_mlp.mixture_features`), so a resumed run draws what the uninterrupted one did.
