@@ -7,8 +7,9 @@ Every folder under ``--runs`` holding ``eval_results.json`` is one run; what it 
 width, seed) is read from the records recipes/semiautomata.py leaves (``task_args.json``, ``schedule.json``,
 ``model_size.json``), never from its name. Writes ``results.csv`` / ``results.md`` (one row per run), one CSV per claim
 (``claim<i>.csv``), the plots ``curriculum_stages.png``, ``id_vs_ood.png``, ``prime_vs_composite.png``,
-``width_vs_depth.png``, ``end_to_end_vs_T.png``, ``probes.png`` and ``probe_profiles.png``, and ``README.md``, whose
-verdicts follow the rules stated in it (:data:`MARGIN`).
+``width_vs_depth.png``, ``end_to_end_vs_T.png``, ``probes.png`` and ``probe_profiles.png``, ``README.md`` (the
+current rounds) and ``HISTORY.md`` (the superseded ones), whose verdicts follow the rules stated in them
+(:data:`MARGIN`).
 """
 
 from __future__ import annotations
@@ -249,13 +250,6 @@ def run_label(group: list[dict[str, Any]]) -> str:
     return f"{group[0]['regime']}, {group[0]['automaton']}"
 
 
-def run_commands(study: Path) -> str:
-    """The command of every run of the study's sweep (``runs.yaml``), as a bash block."""
-    from hf_icot.studies.sweep import load_sweep
-
-    return "```bash\n" + "\n".join(run.shell_line() for run in load_sweep(study).runs) + "\n```"
-
-
 def regime_facts(found: list[dict[str, Any]], table: str, verdicts: dict[str, Any]) -> dict[str, str]:
     """The README's second-round placeholders: the regime table, rule R's choice and A2."""
     point = regime.chosen(found)
@@ -308,8 +302,9 @@ def point_results(
 def write_readme(
     runs: list[dict[str, Any]], found: list[dict[str, Any]], table: str, out: Path, second: dict[str, str]
 ) -> None:
-    """README.md from readme_template.md (the prose: the command, the setting, what each claim says and its caveat)
-    with every number, table and verdict filled in from the runs (``second``: the second round's)."""
+    """README.md from readme_template.md (the prose: the command, the current verdicts, the setting) and HISTORY.md
+    from history_template.md (the superseded rounds), with every number, table and verdict filled in from the runs
+    (``second``: the second round's)."""
     sizes = sorted({(run["depth"], run["width"], run["parameters"]) for run in runs})
     wall = [run["wall_s"] for run in runs if run["wall_s"] is not None]
     facts = {
@@ -322,7 +317,6 @@ def write_readme(
         "automata": ", ".join(sorted({run["automaton"] for run in runs}, key=lambda a: (len(a), a))),
         "lengths": ", ".join(sorted({str(run["T"]) for run in runs}, key=int)),
         "results_table": table,
-        "run_commands": run_commands(Path(__file__).parent),
         "margin": MARGIN,
         "high": HIGH,
         "good": GOOD,
@@ -332,8 +326,9 @@ def write_readme(
         facts[f"claim{index}_table"] = claim["table"]
         facts[f"claim{index}_numbers"] = claim["numbers"]
         facts[f"claim{index}_verdict"] = claim["verdict"]
-    template = (Path(__file__).parent / "readme_template.md").read_text(encoding="utf-8")
-    (out / "README.md").write_text(template.format(**facts), encoding="utf-8")
+    for template, target in (("readme_template.md", "README.md"), ("history_template.md", "HISTORY.md")):
+        text = (Path(__file__).parent / template).read_text(encoding="utf-8")
+        (out / target).write_text(text.format(**facts), encoding="utf-8")
     if (out / "claims.csv").exists():  # the verdict table, as `python -m hf_icot.studies claims` writes it
         write_readme_verdicts(out / "README.md", out / "claims.csv")
 
