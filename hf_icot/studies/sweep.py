@@ -20,12 +20,20 @@ The file names a base command and, per run, its arguments and seeds::
 (default ``--seed``; null: the seed reaches the command only through ``${seed}``), ``output_flag`` (default
 ``--output_dir``), ``resume_args`` (added when the run folder holds a complete checkpoint; default
 ``[--resume_from_checkpoint, "true"]``), ``restart_args`` (added when it holds a run stopped before any checkpoint;
-default ``[--overwrite_output_dir, "true"]``), ``timeout_s`` (per run; default none). A run entry may override
-``command``, ``env``, ``done_file`` and ``records``.
+default ``[--overwrite_output_dir, "true"]``), ``timeout_s`` (per run; default none), ``moved_from`` (see below). A run
+entry may override ``command``, ``env``, ``done_file`` and ``records``.
 
 Each finished run leaves ``runs/<run name>/`` in the study's folder: its record files and :data:`RECORD_FILE`, what the
 harness knows of it (command, seed, status, exit code, wall time, the definition it ran). A record whose definition
 is not the sweep file's any more is refused rather than silently mixed with runs of the new definition.
+
+A file the commands name that moved after runs were recorded (a script or a config: the same file under a new path) is
+no new definition. ``moved_from`` maps each new path to the old one, as whole command-line arguments::
+
+    moved_from: {results/parity/train.py: recipes/parity.py}
+
+The commands run the new path; the definition reads the old one, so the records made before the move stay the runs'
+own (their ``sweep.json`` keeps the command they ran) and so do run folders started before it.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ DEFAULTS = {
     "env": {},
     "records": [],
     "timeout_s": None,
+    "moved_from": {},
 }
 TOP_KEYS = {"study", "command", "output_root", "done_file", "runs", *DEFAULTS}
 RUN_KEYS = {"name", "args", "seed", "seeds", "command", "env", "done_file", "records"}
@@ -89,6 +98,7 @@ class Run:
     resume_args: tuple[str, ...] = ()
     restart_args: tuple[str, ...] = ()
     timeout_s: float | None = None
+    moved_from: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def command(self) -> list[str]:
@@ -97,9 +107,10 @@ class Run:
 
     @property
     def definition(self) -> str:
-        """A digest of what the run computes (its command without the folder, and its environment): a record
-        made under another definition is not this run's."""
-        payload = json.dumps({"argv": list(self.argv), "env": dict(sorted(self.env.items()))}, sort_keys=True)
+        """A digest of what the run computes (its command without the folder, and its environment; a moved file by
+        its old path): a record made under another definition is not this run's."""
+        argv = [self.moved_from.get(part, part) for part in self.argv]
+        payload = json.dumps({"argv": argv, "env": dict(sorted(self.env.items()))}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def shell_line(self) -> str:
@@ -211,6 +222,9 @@ def load_sweep(folder: str | os.PathLike, root: str | os.PathLike | None = None)
         if key not in spec:
             raise SweepError(f"{path} lacks {key!r}; a sweep file needs study, command, output_root, done_file, runs.")
     settings = {**DEFAULTS, **spec}
+    moved = settings["moved_from"]
+    if not isinstance(moved, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in moved.items()):
+        raise SweepError(f"{path}: moved_from is {moved!r}; give a mapping of new path -> old path.")
     sweep = Sweep(str(spec["study"]), folder)
     root = Path(root) if root is not None else Path()
     seen: set[str] = set()
@@ -256,6 +270,7 @@ def _expand(entry: Any, settings: Mapping[str, Any], root: Path, records_dir: Pa
                 resume_args=tuple(merged["resume_args"] or ()),
                 restart_args=tuple(merged["restart_args"] or ()),
                 timeout_s=merged["timeout_s"],
+                moved_from=dict(merged["moved_from"]),
             )
         )
     return runs

@@ -222,6 +222,29 @@ def test_records_of_another_sweep_definition_are_refused(tmp_path: Path) -> None
     assert result.returncode == 2 and "is the record of a run that" in result.stderr
 
 
+def test_a_moved_script_named_in_moved_from_keeps_its_records_and_runs_from_its_new_path(tmp_path: Path) -> None:
+    """The recipe moves after a run was recorded: with ``moved_from`` the record is still the run's and only the
+    missing run runs, from the new path; without it the old record is refused."""
+    study = write_sweep(tmp_path / "study", [{"name": "point", "seeds": [0]}])
+    assert harness("run", str(study)).returncode == 0
+    moved = tmp_path / "moved" / "recipe.py"
+    moved.parent.mkdir()
+    moved.write_text((REPO / FIXTURE).read_text())
+    command = ["python", str(moved), "--value", "2"]
+    write_sweep(study, [{"name": "point", "seeds": [0, 1]}], command=command)
+    assert harness("status", str(study)).returncode == 2, "a move without moved_from is another definition"
+    write_sweep(study, [{"name": "point", "seeds": [0, 1]}], command=command,
+                moved_from={str(moved): str(REPO / FIXTURE)})  # fmt: skip
+    sweep = load_sweep(study)
+    sweep.check_records()
+    assert [run.state() for run in sweep.runs] == ["recorded", "missing"]
+    assert harness("commands", str(study)).stdout.split()[1] == str(moved)
+    assert harness("run", str(study)).returncode == 0
+    assert calls(study) == ["point_s0 0", "point_s1 1"], "the recorded run is not redone"
+    assert record(study, "point_s1")["command"][1] == str(moved)
+    assert record(study, "point_s0")["definition"] == sweep.runs[0].definition
+
+
 def test_commands_print_one_shell_line_per_run_still_to_do(tmp_path: Path) -> None:
     study = write_sweep(tmp_path / "study", [{"name": "point", "seeds": [0, 1]}], env={"OMP_NUM_THREADS": "1"})
     assert harness("run", str(study), "--only", "point_s0").returncode == 0
@@ -307,6 +330,8 @@ def test_runs_kept_before_the_harness_are_adopted_under_the_sweep_definition(tmp
           "seeds": [2]}]}, "run 'a' gives seed and seeds; give one."),
         ({"study": "x", "command": ["python"], "output_root": "o", "done_file": "d",
           "runs": [{"name": "a", "seed": 1}, {"name": "a", "seed": 2}]}, "defines the run 'a' twice"),
+        ({"study": "x", "command": ["python"], "output_root": "o", "done_file": "d", "runs": [],
+          "moved_from": ["recipes/a.py"]}, "moved_from is ['recipes/a.py']; give a mapping of new path -> old path."),
     ],
 )  # fmt: skip
 def test_a_bad_sweep_file_is_one_sentence(tmp_path: Path, spec: dict, message: str) -> None:
