@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python bench/bench_start_up.py                        # recipes/icot_gpt2.py, 3 runs of each
-    python bench/bench_start_up.py --recipe recipes/parity.py --repeat 5
+    python bench/bench_start_up.py --recipe results/parity/train.py --repeat 5
 
 Every run is a fresh ``python`` process; the wall time includes the interpreter's start. *Cold* is the first command
 line after a change to hf_icot or transformers (no kept flags: the full parser imports transformers'

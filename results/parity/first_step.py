@@ -22,14 +22,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-CONFIG = REPO / "recipes" / "configs" / "parity_log_icot_paper.yaml"
+CONFIG = HERE / "configs" / "parity_log_icot_paper.yaml"
 #: the secret support is a function of (seed, n_bits, k) alone; tiny split sizes keep the task's size checks quiet
 SIZES = {"train_size": 1, "validation_size": 1, "test_size": 1}
 
 
 def train_first_step(seed: int, folder: Path) -> Path:
     """The recipe's first step for ``seed`` into ``folder`` (its saved model)."""
-    command = [sys.executable, str(REPO / "recipes" / "parity.py"), "--config", str(CONFIG), "--task_args",
+    command = [sys.executable, str(HERE / "train.py"), "--config", str(CONFIG), "--task_args",
                f'{{"seed": {seed}}}', "--seed", str(seed), "--max_steps", "1", "--eval_strategy", "no",
                "--output_dir", str(folder), "--disable_tqdm", "true"]  # fmt: skip
     subprocess.run(command, check=True, capture_output=True, text=True, cwd=REPO)

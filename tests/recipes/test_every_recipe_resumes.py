@@ -23,13 +23,13 @@ KILLED_RECIPE = Path(__file__).with_name("killed_recipe.py")
 SAVE = ["--save_strategy", "steps", "--save_steps", "2", "--logging_steps", "1", "--report_to", "none",
         "--disable_tqdm", "true", "--seed", "0"]  # fmt: skip
 PARITY_A = [
-    "--config", str(REPO / "recipes/configs/parity_log_icot.yaml"), "--task_args",
+    "--config", str(REPO / "results/parity/configs/parity_log_icot.yaml"), "--task_args",
     json.dumps({"n_bits": 10, "k": 4, "train_size": 256, "validation_size": 16, "test_size": 16}),
     "--scratch_model", json.dumps({"n_bits": 10, "k": 4, "num_layers": 2}), "--stage_length", "2", "--max_steps", "8",
     "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16", "--eval_steps", "4",
 ]  # fmt: skip
 PARITY_MLP = [
-    "--config", str(REPO / "recipes/configs/parity_mlp_mixture.yaml"), "--task_args",
+    "--config", str(REPO / "results/parity/configs/parity_mlp_mixture.yaml"), "--task_args",
     json.dumps({"n_bits": 10, "k": 4, "train_size": 256, "validation_size": 16, "test_size": 16}),
     "--scratch_model", json.dumps({"n_bits": 10, "k": 4, "hidden_size": 16}), "--max_steps", "8",
     "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "16", "--eval_strategy", "no",
@@ -46,12 +46,18 @@ MARGINALS = [
     "--scratch_model", json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": 64}), "--max_steps", "8",
     "--diagnostics_interval", "3", "--diagnostic_examples", "9", "--per_device_train_batch_size", "16",
 ]  # fmt: skip
-RECIPES = {
-    "parity (theory model A)": ("parity.py", PARITY_A),
-    "parity (mixture MLP)": ("parity.py", PARITY_MLP),
-    "semiautomata": ("semiautomata.py", SEMIAUTOMATA),
-    "marginals": ("marginals.py", MARGINALS),
+RECIPES = {  # name -> (the script, from the repository root; its arguments)
+    "parity (theory model A)": ("results/parity/train.py", PARITY_A),
+    "parity (mixture MLP)": ("results/parity/train.py", PARITY_MLP),
+    "semiautomata": ("recipes/semiautomata.py", SEMIAUTOMATA),
+    "marginals": ("recipes/marginals.py", MARGINALS),
 }
+
+
+def module_name(script: str) -> str:
+    """The name a test loads ``script`` under: ``semiautomata_recipe``, ``parity_recipe`` (results/parity/train.py)."""
+    path = Path(script)
+    return f"{path.stem if path.parent.name == 'recipes' else path.parent.name}_recipe"
 
 
 def command(script: str, argv: list[str], output: Path, *extra: str) -> list[str]:
@@ -74,7 +80,7 @@ def uninterrupted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     name = request.param
     script, argv = RECIPES[name]
     output = tmp_path_factory.mktemp("whole") / "run"
-    result = run([str(REPO / "recipes" / script), *command(script, argv, output)])
+    result = run([str(REPO / script), *command(script, argv, output)])
     assert result.returncode == 0, result.stderr[-3000:]
     return name, output
 
@@ -83,16 +89,16 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights(uninterrupted: tuple[
     name, whole = uninterrupted
     script, argv = RECIPES[name]
     output = tmp_path / "run"
-    killed = run([str(KILLED_RECIPE), "--recipe", f"recipes/{script}", "step", "5", *command(script, argv, output)])
+    killed = run([str(KILLED_RECIPE), "--recipe", script, "step", "5", *command(script, argv, output)])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-    resumed = run([str(REPO / "recipes" / script), *command(script, argv, output, "--resume_from_checkpoint", "true")])
+    resumed = run([str(REPO / script), *command(script, argv, output, "--resume_from_checkpoint", "true")])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming from {output / 'checkpoint-4'}: its 4 optimizer steps are done" in resumed.stderr
     expected, got = weights(whole), weights(output)
     assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
     assert any(not torch.equal(got[k], weights(output / "checkpoint-2")[k]) for k in got), "the weights trained"
-    if script == "marginals.py":  # the diagnostics continue from the checkpoint's rows: the same file as uninterrupted
+    if "marginals" in script:  # the diagnostics continue from the checkpoint's rows: the same file as uninterrupted
         assert (output / "diagnostics.csv").read_text() == (whole / "diagnostics.csv").read_text()
         rows = list(csv.DictReader((output / "diagnostics.csv").open()))
         assert [int(row["step"]) for row in rows] == [0, 3, 6, 8]
@@ -105,7 +111,7 @@ def test_a_new_run_into_a_folder_holding_another_run_is_refused(name: str, tmp_p
     (output / "checkpoint-4").mkdir(parents=True)
     (output / "model.safetensors").write_bytes(b"an earlier run's weights")
     before = sorted(p.name for p in output.rglob("*"))
-    recipe = load_script(REPO / "recipes" / script, f"{script[:-3]}_recipe")
+    recipe = load_script(REPO / script, module_name(script))
     parse = getattr(recipe, "parse_args", None) or (
         lambda args: recipe.parse_config((recipe.MarginalsArguments, recipe.RunArguments), args)
     )

@@ -1,5 +1,6 @@
-"""Every YAML under recipes/ (walked recursively) parses and is what it says; every recipe answers --help with all its
-options; the README names only files that exist; config files and flags combine as documented."""
+"""Every YAML under recipes/ and every study's configs (walked recursively) parse and are what they say, each beside the
+script that reads it; every recipe and study script answers --help with all its options; the READMEs name only files
+that exist; config files and flags combine as documented."""
 
 from __future__ import annotations
 
@@ -17,10 +18,15 @@ from tests.recipes.conftest import REPO, load_recipe
 
 RECIPES = REPO / "recipes"
 YAML_FILES = sorted(p for p in RECIPES.rglob("*") if p.suffix in (".yaml", ".yml"))
-CONFIGS = sorted((RECIPES / "configs").rglob("*.yaml"))
+#: A study's own script and its configs live in its folder: results/<study>/train.py, results/<study>/configs/.
+STUDY_CONFIGS = sorted((REPO / "results").glob("*/configs/**/*.yaml"))
+CONFIGS = sorted((RECIPES / "configs").rglob("*.yaml")) + STUDY_CONFIGS
 ACCELERATE = sorted((RECIPES / "accelerate").rglob("*.yaml"))
-#: The recipes: the scripts of recipes/.
+#: The recipes: the scripts of recipes/, and the studies' training scripts.
 SCRIPTS = sorted(p for p in RECIPES.glob("*.py") if 'if __name__ == "__main__":' in p.read_text(encoding="utf-8"))
+SCRIPTS += sorted((REPO / "results").glob("*/train.py"))
+#: A script a config or README names: recipes/<name>.py or results/<study>/<name>.py.
+SCRIPT = r"(?:recipes|results/\w+)/\w+\.py"
 
 
 def _uses_icot_arguments(script: Path) -> bool:
@@ -30,7 +36,7 @@ def _uses_icot_arguments(script: Path) -> bool:
 
 def _script_of(config: Path) -> Path:
     """The recipe a config's opening comment runs."""
-    return REPO / re.search(r"recipes/\w+\.py", config.read_text(encoding="utf-8")).group(0)
+    return REPO / re.search(SCRIPT, config.read_text(encoding="utf-8").splitlines()[0]).group(0)
 
 
 ICOT_CONFIGS = [p for p in CONFIGS if _uses_icot_arguments(_script_of(p))]
@@ -41,7 +47,8 @@ def _relative(path: Path) -> str:
 
 
 def test_the_walk_finds_every_yaml() -> None:
-    assert len(YAML_FILES) == len(CONFIGS) + len(ACCELERATE) >= 10
+    assert len(YAML_FILES) == len(CONFIGS) - len(STUDY_CONFIGS) + len(ACCELERATE) >= 10
+    assert {p.parts[-3] for p in STUDY_CONFIGS} >= {"parity"}
     assert {p.name for p in CONFIGS} >= {"quickstart.yaml", "icot_gpt2_4x4.yaml", "icot_gpt2_gsm8k.yaml"}
     assert {p.name for p in ACCELERATE} >= {"single_process.yaml", "cpu.yaml", "ddp.yaml", "ddp_cpu.yaml", "fsdp.yaml"}
 
@@ -52,8 +59,16 @@ def test_yaml_parses_to_a_mapping_and_opens_with_its_command(path: Path) -> None
     assert isinstance(yaml.safe_load(text), dict)
     first = text.splitlines()[0]
     assert first.startswith("# ") and _relative(path) in text.split("\n\n")[0], "the opening comment runs this file"
-    for script in re.findall(r"recipes/[\w/]+\.py", text):
+    for script in re.findall(SCRIPT, text):
         assert (REPO / script).is_file(), script
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=_relative)
+def test_a_config_lives_beside_the_script_that_reads_it(path: Path) -> None:
+    """recipes/configs/ holds the configs of recipes/ scripts; results/<study>/configs/ those of the study's script."""
+    script = _script_of(path)
+    assert script.is_file(), script
+    assert script.parent == path.parent.parent, f"{_relative(path)} is read by {_relative(script)}: move it beside it"
 
 
 @pytest.mark.parametrize("path", ICOT_CONFIGS, ids=_relative)
@@ -158,14 +173,21 @@ def test_push_command_help_is_truthful() -> None:
         assert option in result.stdout, option
 
 
-def test_readme_names_only_existing_files_and_every_config() -> None:
-    readme = (RECIPES / "README.md").read_text(encoding="utf-8")
-    mentioned = set(re.findall(r"(?:recipes/)?(?:configs|accelerate)/[\w.]+\.yaml|recipes/[\w]+\.py", readme))
+@pytest.mark.parametrize(
+    "folder", [RECIPES, *sorted({p.parents[1] for p in STUDY_CONFIGS})], ids=lambda p: _relative(p) or "."
+)
+def test_readme_names_only_existing_files_and_every_config(folder: Path) -> None:
+    """recipes/README.md for recipes/, results/<study>/configs/README.md for a study's configs."""
+    readme_path = RECIPES / "README.md" if folder == RECIPES else folder / "configs" / "README.md"
+    readme = readme_path.read_text(encoding="utf-8")
+    prefix = _relative(folder)
+    mentioned = set(re.findall(rf"(?:{prefix}/)?(?:configs|accelerate)/[\w.]+\.yaml|{SCRIPT}", readme))
     for name in mentioned:
-        path = REPO / name if name.startswith("recipes/") else RECIPES / name
+        path = REPO / name if name.startswith(("recipes/", "results/")) else folder / name
         assert path.is_file(), name
-    for path in CONFIGS + ACCELERATE:
-        assert _relative(path) in readme or path.relative_to(RECIPES).as_posix() in readme, path.name
+    for path in [*CONFIGS, *ACCELERATE]:
+        if path.is_relative_to(folder):
+            assert _relative(path) in readme or path.relative_to(folder).as_posix() in readme, path.name
 
 
 @pytest.mark.parametrize(

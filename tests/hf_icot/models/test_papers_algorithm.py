@@ -72,7 +72,7 @@ def test_the_papers_config_uses_the_theory_learning_rate_and_batch() -> None:
 
     from tests.recipes.conftest import REPO
 
-    config = yaml.safe_load((REPO / "recipes/configs/parity_log_icot_paper.yaml").read_text())
+    config = yaml.safe_load((REPO / "results/parity/configs/parity_log_icot_paper.yaml").read_text())
     n, k = config["task_args"]["n_bits"], config["task_args"]["k"]
     assert config["learning_rate"] == pytest.approx(one_step_learning_rate(n, k))
     assert config["per_device_train_batch_size"] == n**3 and config["optim"] == "sgd"

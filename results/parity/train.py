@@ -4,13 +4,13 @@
 Examples (from the repository root)::
 
     # A: Log-ICoT (log2 k stages) on the gated transformer, n = 30, k = 16, four layers
-    python recipes/parity.py --config recipes/configs/parity_log_icot.yaml
+    python results/parity/train.py --config results/parity/configs/parity_log_icot.yaml
     # its baselines on the same model and budget: token-by-token Stepwise, and end to end (no CoT)
-    python recipes/parity.py --config recipes/configs/parity_log_icot.yaml --schedule stepwise \\
+    python results/parity/train.py --config results/parity/configs/parity_log_icot.yaml --schedule stepwise \\
         --remove_per_epoch 0.75 --removal_unit token --output_dir outputs/parity/a_stepwise
     # B: one-layer linear attention, chain CoT removed from the left; C: the mixture MLP
-    python recipes/parity.py --config recipes/configs/parity_linear_attention.yaml
-    python recipes/parity.py --config recipes/configs/parity_mlp_mixture.yaml
+    python results/parity/train.py --config results/parity/configs/parity_linear_attention.yaml
+    python results/parity/train.py --config results/parity/configs/parity_mlp_mixture.yaml
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option; the same flags as
 ``recipes/icot_gpt2.py``, resume included). The model is ``--scratch_model`` with a ``model_type`` of
