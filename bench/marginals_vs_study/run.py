@@ -16,7 +16,7 @@ Stages, each skipped when its outputs are already in --work-dir (so a rerun only
 3. the study's ``scripts/run_candidate_eval.py`` on every checkpoint, once per --n-examples value (its default is 32
    bases), and its rules: τ = the first checkpoint whose candidate loss is below 0.5 log K, the plateau = its
    ``candidate_loss_plateau_avg`` (the mean candidate loss before its z-gap binding onset);
-4. our ``recipes/marginals.py`` with ``marginals_study_schedule.yaml`` as ``results/marginals/runs.yaml``'s
+4. our ``results/marginals/train.py`` with ``marginals_study_schedule.yaml`` as ``results/marginals/runs.yaml``'s
    ``cos_k10_nb200_lr1e-3_bs128`` entry calls it, or with --reuse-our-record that run's committed record.
 
 Both sides are then read by both rules (the study's, and ours: the crossing interpolated, the plateau the median over
@@ -44,7 +44,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-SCHEDULE_CONFIG = REPO / "recipes" / "configs" / "marginals_study_schedule.yaml"
+SCHEDULE_CONFIG = REPO / "results" / "marginals" / "configs" / "marginals_study_schedule.yaml"
 RECORDS = REPO / "results" / "marginals" / "runs"
 sys.path.insert(0, str(REPO / "results" / "marginals"))  # our τ rule, marginals_runs.crossing: one place for it
 
@@ -108,7 +108,7 @@ def our_command(k: int, n_bases: int, seed: int, output_dir: Path) -> list[str]:
     """Our recipe's command at this point, as ``runs.yaml``'s ``cos_k10_nb200_lr1e-3_bs128`` entry gives it."""
     task = json.dumps({"direction": "bz_to_a", "k": k, "n_bases": n_bases, "seed": seed})
     return [
-        sys.executable, "recipes/marginals.py", "--config", str(SCHEDULE_CONFIG.relative_to(REPO)),
+        sys.executable, "results/marginals/train.py", "--config", str(SCHEDULE_CONFIG.relative_to(REPO)),
         "--disable_tqdm", "true", "--task_args", task, "--stop_after_tau", "1.0", "--diagnostics_interval", "10",
         "--logging_steps", "10", "--seed", str(seed), "--output_dir", str(output_dir),
     ]  # fmt: skip
@@ -279,22 +279,23 @@ def study_model(python: Path, study_repo: Path, run_dir: Path) -> dict:
     return {"vocab": facts["vocab"], "parameters": count, "scales": weight_scales(facts["parameters"], STUDY_KINDS)}
 
 
-def our_model(k: int, n_bases: int, seed: int) -> dict:
-    """The same facts of our recipe's model, built as recipes/marginals.py builds it at this point and seed."""
-    sys.path.insert(0, str(REPO / "recipes"))
+def our_model(folder: Path) -> dict:
+    """The same facts of our recipe's model, built as its run in ``folder`` built it (its ``run.json``: the model's
+    config, the task and the seed)."""
     import torch
-    from marginals import STUDY_MODEL
     from transformers import AutoModelForCausalLM, set_seed
 
     from datasets_builder import build_dataset
     from hf_icot.data.answer_only import answer_only_tokenizer
     from hf_icot.modeling.loading import scratch_config
 
-    dataset, _ = build_dataset("ambiguity", {"direction": "bz_to_a", "k": k, "n_bases": n_bases, "seed": seed,
-                                             "distinct_first_chars": True})  # fmt: skip
+    run = json.loads((folder / "run.json").read_text())
+    task = {key: value for key, value in run["task"].items() if key != "config"}
+    dataset, _ = build_dataset("ambiguity", task)
     tokenizer = answer_only_tokenizer(dataset)
-    set_seed(seed)  # the draw need not be the run's: the scale of each kind is what is compared
-    model = AutoModelForCausalLM.from_config(scratch_config(STUDY_MODEL, tokenizer))
+    set_seed(run["seed"])  # the draw need not be the run's: the scale of each kind is what is compared
+    config = {key: value for key, value in run["model"].items() if key != "parameters"}
+    model = AutoModelForCausalLM.from_config(scratch_config(config, tokenizer))
     with torch.no_grad():
         parameters = {n: [p.numel(), float(p.double().pow(2).mean().sqrt())] for n, p in model.named_parameters()}
     return {"vocab": len(tokenizer), "parameters": model.num_parameters(),
@@ -543,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     ours = our_figures(our_dir)
     rows = read_diagnostics(our_dir)
     curves["our recipe (20 bases x all K z)"] = ([r["step"] for r in rows], [r["candidate_loss"] for r in rows])
-    our_facts = our_model(args.k, args.n_bases, args.seed)
+    our_facts = our_model(our_dir)
 
     text = table(study, evaluations, ours, our_facts, committed_seeds(args.k, args.n_bases), args.k)
     print(text)

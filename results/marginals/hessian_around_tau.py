@@ -32,7 +32,7 @@ def checkpoints(run: Path) -> dict[int, Path]:
 
 def main(argv: list[str] | None = None) -> list[dict[str, float]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", required=True, help="A run folder of recipes/marginals.py with checkpoints.")
+    parser.add_argument("--run", required=True, help="A run folder of results/marginals/train.py with checkpoints.")
     parser.add_argument(
         "--points", type=float, nargs="+", default=[0.25, 0.5, 0.75, 0.9, 1.0, 1.1], help="Fractions of τ."
     )

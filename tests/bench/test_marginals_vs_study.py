@@ -69,4 +69,4 @@ def test_the_commands_carry_the_point_and_the_schedule(bench, tmp_path) -> None:
         assert expected in overrides
     ours = bench.our_command(10, 200, 0, tmp_path)
     assert ours[ours.index("--task_args") + 1] == '{"direction": "bz_to_a", "k": 10, "n_bases": 200, "seed": 0}'
-    assert "recipes/configs/marginals_study_schedule.yaml" in ours
+    assert "results/marginals/configs/marginals_study_schedule.yaml" in ours

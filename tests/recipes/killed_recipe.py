@@ -4,7 +4,7 @@ process at a chosen moment; launched by the resume tests.
     python tests/recipes/killed_recipe.py step N RECIPE_ARGS...         # as optimizer step N + 1 begins
     python tests/recipes/killed_recipe.py checkpoint N RECIPE_ARGS...   # while checkpoint-N is being written
     python tests/recipes/killed_recipe.py final_model 0 RECIPE_ARGS...  # halfway through writing model.safetensors
-    python tests/recipes/killed_recipe.py --recipe recipes/marginals.py step N RECIPE_ARGS...
+    python tests/recipes/killed_recipe.py --recipe results/marginals/train.py step N RECIPE_ARGS...
     python tests/recipes/killed_recipe.py sigterm N RECIPE_ARGS...      # SIGTERM to itself as step N + 1 begins
     python tests/recipes/killed_recipe.py sigusr1 N RECIPE_ARGS...      # the same with SIGUSR1
     python tests/recipes/killed_recipe.py hold N RECIPE_ARGS...         # wait as step N + 1 begins (see below)

@@ -42,7 +42,8 @@ SEMIAUTOMATA = [
     "--per_device_eval_batch_size", "16", "--generation_eval_examples", "8",
 ]  # fmt: skip
 MARGINALS = [
-    "--config", str(REPO / "recipes/configs/marginals.yaml"), "--task_args", json.dumps({"n_bases": 12, "k": 3}),
+    "--config", str(REPO / "results/marginals/configs/marginals.yaml"),
+    "--task_args", json.dumps({"n_bases": 12, "k": 3}),
     "--scratch_model", json.dumps({"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": 64}), "--max_steps", "8",
     "--diagnostics_interval", "3", "--diagnostic_examples", "9", "--per_device_train_batch_size", "16",
 ]  # fmt: skip
@@ -50,7 +51,7 @@ RECIPES = {  # name -> (the script, from the repository root; its arguments)
     "parity (theory model A)": ("results/parity/train.py", PARITY_A),
     "parity (mixture MLP)": ("results/parity/train.py", PARITY_MLP),
     "semiautomata": ("recipes/semiautomata.py", SEMIAUTOMATA),
-    "marginals": ("recipes/marginals.py", MARGINALS),
+    "marginals": ("results/marginals/train.py", MARGINALS),
 }
 
 

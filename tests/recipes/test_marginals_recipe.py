@@ -1,4 +1,5 @@
-"""recipes/marginals.py: a few real Trainer steps write the run folder the analysis reads; τ stops a run; bad input."""
+"""results/marginals/train.py: a few real Trainer steps write the run folder the analysis reads; τ stops a run;
+bad input."""
 
 from __future__ import annotations
 
@@ -15,16 +16,17 @@ from hf_icot.training.command_line import parse_config
 from tests.recipes.conftest import load_script
 
 REPO = Path(__file__).resolve().parents[2]
+CONFIGS = REPO / "results" / "marginals" / "configs"
 TINY_MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": 64}
 
 
 def _recipe():
-    return load_script(REPO / "recipes" / "marginals.py", "marginals_recipe")
+    return load_script(REPO / "results" / "marginals" / "train.py", "marginals_recipe")
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:
     return [
-        "--config", str(REPO / "recipes" / "configs" / "marginals.yaml"),
+        "--config", str(CONFIGS / "marginals.yaml"),
         "--task_args", json.dumps({"n_bases": 12, "k": 3}),
         "--scratch_model", json.dumps(TINY_MODEL),
         "--max_steps", "6", "--diagnostics_interval", "3", "--diagnostic_examples", "9",
@@ -126,7 +128,7 @@ def test_a_measurement_the_direction_cannot_make_is_refused(tmp_path: Path, dire
 
 
 def test_the_study_schedule_config_is_the_same_setting_with_warm_up_cosine_and_clipping() -> None:
-    configs = REPO / "recipes" / "configs"
+    configs = CONFIGS
     ours = _parse(["--config", str(configs / "marginals.yaml"), "--output_dir", "x"])
     theirs = _parse(["--config", str(configs / "marginals_study_schedule.yaml"), "--output_dir", "x"])
     assert theirs[0] == ours[0], "the task, model and diagnostics are the same"
@@ -160,7 +162,7 @@ def test_bad_input_is_one_sentence_before_training(tmp_path: Path, flags: list[s
 
 
 def test_the_config_holds_the_study_setting() -> None:
-    args, training = _parse(["--config", str(REPO / "recipes" / "configs" / "marginals.yaml"), "--output_dir", "x"])
+    args, training = _parse(["--config", str(CONFIGS / "marginals.yaml"), "--output_dir", "x"])
     assert args.task_args == {
         "n_bases": 1000,
         "k": 10,

@@ -4,19 +4,21 @@ and the learning-dynamics diagnostics record how (:mod:`hf_icot.diagnostics`).
 Examples (from the repository root)::
 
     # the study's setting: K = 10, n_b = 1,000, 4 x 128 GPT-2, AdamW 1e-3, batch 128, constant lr
-    python recipes/marginals.py --config recipes/configs/marginals.yaml --output_dir outputs/marginals/k10
+    python results/marginals/train.py --config results/marginals/configs/marginals.yaml \\
+        --output_dir outputs/marginals/k10
     # a sweep point: K = 20 at the same n_b, another seed
-    python recipes/marginals.py --config recipes/configs/marginals.yaml --task_args '{"k": 20, "seed": 1}' \\
-        --seed 1 --output_dir outputs/marginals/k20_s1
+    python results/marginals/train.py --config results/marginals/configs/marginals.yaml \\
+        --task_args '{"k": 20, "seed": 1}' --seed 1 --output_dir outputs/marginals/k20_s1
     # the study's A -> B (no selector, each A mapped to its B), stopped once the training loss is below 0.05
-    python recipes/marginals.py --config recipes/configs/marginals.yaml \\
+    python results/marginals/train.py --config results/marginals/configs/marginals.yaml \\
         --task_args '{"direction": "a_to_b", "distinct_first_chars": false}' --measurements group_accuracy \\
         --stop_below_loss 0.05 --output_dir outputs/marginals/a_to_b
     # the base run trained with layer 0's head 2 zeroed from step 64 on (its output contributes nothing)
-    python recipes/marginals.py --config recipes/configs/marginals.yaml --ablate_heads 0:2 --ablate_from_step 64 \\
-        --output_dir outputs/marginals/ablated
+    python results/marginals/train.py --config results/marginals/configs/marginals.yaml \\
+        --ablate_heads 0:2 --ablate_from_step 64 --output_dir outputs/marginals/ablated
     # the study's optimiser schedule: 500 warm-up steps, cosine decay over max_steps, gradient clipping at 1.0
-    python recipes/marginals.py --config recipes/configs/marginals_study_schedule.yaml --output_dir outputs/marginals/cos
+    python results/marginals/train.py --config results/marginals/configs/marginals_study_schedule.yaml \\
+        --output_dir outputs/marginals/cos
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option). Sequences are the study's
 ``<bos> B <sep> z <sep> A <eos>`` with loss on A and the final ``<eos>`` (:mod:`hf_icot.data.answer_only`); training is
