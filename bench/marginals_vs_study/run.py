@@ -46,7 +46,6 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 SCHEDULE_CONFIG = REPO / "results" / "marginals" / "configs" / "marginals_study_schedule.yaml"
 RECORDS = REPO / "results" / "marginals" / "runs"
-sys.path.insert(0, str(REPO / "results" / "marginals"))  # our τ rule, marginals_runs.crossing: one place for it
 
 #: the parameter kinds of both models, by a substring of each one's parameter names (TransformerLens, GPT-2)
 STUDY_KINDS = {
@@ -139,8 +138,8 @@ def plateau_before_onset(steps, values, onset: float | None) -> float | None:
 
 
 def plateau_window(steps, values, tau: float | None) -> float | None:
-    """Our plateau (results/marginals C1, ``marginals_runs.plateau_median``): the median over 0.25-0.75 τ."""
-    from marginals_runs import plateau_median
+    """Our plateau (results/marginals C1, :func:`hf_icot.studies.report.plateau_median`): the median over 0.25-0.75 τ."""
+    from hf_icot.studies.report import plateau_median
 
     return plateau_median(steps, values, tau) if tau else None
 
@@ -329,7 +328,7 @@ def read_diagnostics(folder: Path) -> list[dict[str, float]]:
 
 def figures(steps, candidate, gaps, log_k: float) -> dict:
     """Both rules' τ and plateau of one candidate-loss series (and its z-gap series, for the study's onset)."""
-    from marginals_runs import crossing
+    from hf_icot.studies.report import crossing  # our τ rule: one place for it
 
     threshold = 0.5 * log_k
     interpolated = crossing(steps, candidate, threshold)

@@ -18,15 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from hf_icot.publishing.run_files import TRAINING_LOG_FILE
-from hf_icot.studies.report import read_json
+from hf_icot.studies.report import PLATEAU_WINDOW, crossing, plateau_median, read_json
 from hf_icot.studies.statistics import summarize
 
 #: a measured Δz counts as "on" above this fraction of log K; a series' onset is its first step past the midpoint
 #: between its start and its final value.
 DZ_ONSET_FRACTION = 0.1
 SOLVED_LOSS = 0.05
-#: C1's plateau window (fractions of τ) and its sharpness test: from >= HIGH · log K to < LOW · log K
-PLATEAU_WINDOW = (0.25, 0.75)
+#: C1's sharpness test: from >= HIGH · log K to < LOW · log K (its plateau: the kit's PLATEAU_WINDOW of τ)
 DROP_HIGH, DROP_LOW = 0.9, 0.1
 #: what a sweep point is: the run's parameters but its seed
 POINT_KEYS = ("direction", "schedule", "setup", "K", "n_b", "D", "lr", "batch")
@@ -64,22 +63,6 @@ def load_run(folder: Path) -> dict:
 def series(run: dict, column: str) -> tuple[np.ndarray, np.ndarray]:
     rows = [r for r in run["diagnostics"] if column in r and not math.isnan(r[column])]
     return np.array([r["step"] for r in rows]), np.array([r[column] for r in rows])
-
-
-def crossing(steps, values, threshold: float, log: bool = False) -> tuple[float, float] | None:
-    """The first step where ``values`` fall below ``threshold``, interpolated linearly (in log value when ``log``)
-    between the measurement before and the first one below; with the interval between them. None if never below."""
-    steps, values = np.asarray(steps, float), np.asarray(values, float)
-    below = np.nonzero(values < threshold)[0]
-    if not len(below):
-        return None
-    i = int(below[0])
-    if i == 0:
-        return float(steps[0]), 0.0
-    (s0, s1), (v0, v1) = steps[i - 1 : i + 1], values[i - 1 : i + 1]
-    if log:
-        v0, v1, threshold = math.log(v0), math.log(max(v1, 1e-12)), math.log(threshold)
-    return float(s0 + (s1 - s0) * (v0 - threshold) / (v0 - v1)), float(s1 - s0)
 
 
 def midpoint_onset(steps: np.ndarray, values: np.ndarray) -> float:
@@ -163,13 +146,6 @@ def variant(run: dict) -> str:
 
 def _round(value: float | None, digits: int = 3):
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), digits)
-
-
-def plateau_median(steps, values, tau: float) -> float | None:
-    """C1's plateau level: the median of ``values`` over the measurements in ``PLATEAU_WINDOW`` · τ (None if none)."""
-    steps, values = np.asarray(steps), np.asarray(values)
-    window = values[(steps >= PLATEAU_WINDOW[0] * tau) & (steps <= PLATEAU_WINDOW[1] * tau)]
-    return float(np.median(window)) if len(window) else None
 
 
 def candidate_figures(run: dict) -> dict:

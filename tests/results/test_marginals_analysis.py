@@ -218,15 +218,6 @@ def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
         _hessian_script().checkpoints(tmp_path)
 
 
-def test_a_crossing_is_interpolated_between_the_measurements_around_it() -> None:
-    _analysis()  # puts results/marginals (its sibling modules) on sys.path
-    from marginals_runs import crossing
-
-    assert crossing([0, 10, 20, 30], [1.0, 1.0, 0.0, 0.0], 0.5) == (15.0, 10.0)
-    assert crossing([0, 10, 20], [1.0, 0.1, 0.001], 0.01, log=True) == pytest.approx((15.0, 10.0))
-    assert crossing([0, 10], [1.0, 0.9], 0.5) is None and crossing([0, 10], [0.1, 0.0], 0.5) == (0.0, 0.0)
-
-
 @pytest.mark.parametrize(
     ("ratios", "verdict"),
     [
