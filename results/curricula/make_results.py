@@ -20,35 +20,32 @@ hint 0, so its "implicit" figures are those of the ``hint=0`` mode. It writes
   run that ``runs.yaml`` beside ``--runs`` defines for the task has no record;
 * with ``--readme``, the table, the ratios and the curves into that README's generated section (between
   ``<!-- begin table -->`` and ``<!-- end table -->``; the prose around it is written by hand).
+
+The league's reading of the records, its table and its curves are :mod:`hf_icot.studies.league` (results/mult_cpu/
+reads its own runs with it); this script adds the screen, the ratios and the rules of L1 and L2.
 """
 
 from __future__ import annotations
 
-import argparse
-import re
 from pathlib import Path
 
 import numpy as np
 
-from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import update_ledger
-from hf_icot.studies.report import (
-    error_bars,
-    fill_section,
-    mark_steps,
-    pyplot,
-    read_json,
-    record_folders,
-    save_figure,
-    section,
-    unrecorded_runs,
-    write_table,
+from hf_icot.studies.league import (
+    BAR,
+    arguments_and_runs,
+    family,
+    final_test,
+    label,
+    plot,
+    points,
+    table_rows,
 )
-from hf_icot.studies.statistics import Summary, difference, summarize
-from hf_icot.studies.sweep import RECORD_FILE
+from hf_icot.studies.report import RUN_NAME, fill_section, unrecorded_runs, write_table
+from hf_icot.studies.statistics import difference
 
 HERE = Path(__file__).resolve().parent
-BAR = 0.9
 SEEDS = 3  # seeds per curriculum in runs.yaml
 TASKS = {
     "parity4": "4-sparse parity over 20 bits, tree CoT (3 tokens)",
@@ -57,151 +54,6 @@ TASKS = {
     "mult3x3": "3x3 multiplication",
     "mult4x4": "4x4 multiplication",
 }
-LABELS = {  # curriculum name (runs.yaml) -> what the table calls it; stepwise<P> is a fixed pace of P steps per token
-    "staged_left": "staged, from the left",
-    "staged_right": "staged, from the right",
-    "staged_inductive": "staged, inductive (keep every s-th state)",
-    "log_icot": "Log-ICoT (one level per stage)",
-    "mixture_hints": "mixture with length hints (hint 0)",
-    "adaptive_answer": "adaptive pace (answer-token accuracy)",
-    "adaptive_sequence": "adaptive pace (whole-sequence accuracy)",
-    "e2e": "end to end (no CoT ever)",
-}
-NAME = re.compile(r"^(?P<task>[a-z0-9]+)_(?P<curriculum>.+)_s(?P<seed>\d+)$")
-PACE = re.compile(r"^stepwise(?P<steps>\d+)(?:_(?P<variant>.+))?$")
-
-
-def load_runs(folder: Path) -> list[dict]:
-    """Every run record under ``folder`` (see the module docstring).
-
-    Raises:
-        ValueError: a folder whose name is not ``<task>_<curriculum>_s<seed>``, or a record missing one of its files.
-    """
-    runs = []
-    for path in record_folders(folder):
-        match = NAME.match(path.name)
-        if match is None:
-            raise ValueError(f"run record {path.name!r} is not named <task>_<curriculum>_s<seed>; see runs.yaml.")
-        missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
-        if missing:
-            raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
-        runs.append(
-            {
-                "run": path.name,
-                "task": match["task"],
-                "curriculum": match["curriculum"],
-                "seed": int(match["seed"]),
-                "wall_s": read_json(path / RECORD_FILE).get("wall_s"),
-                "log": read_json(path / TRAINING_LOG_FILE),
-                "final": read_json(path / EVAL_RESULTS_FILE),
-            }
-        )
-    return runs
-
-
-def mode(run: dict) -> str:
-    """The generation mode that answers without CoT: ``hint=0`` for the mixture with hints, else ``implicit``."""
-    return "hint=0" if run["curriculum"].startswith("mixture") else "implicit"
-
-
-def label(curriculum: str) -> str:
-    """What the table calls a curriculum: ``stepwise<P>[_<variant>]`` is a fixed pace of P steps per token (the
-    variant, e.g. ``nodropout`` in results/mult_cpu/, in parentheses)."""
-    pace = PACE.match(curriculum)
-    if pace:
-        variant = f" ({pace['variant']})" if pace["variant"] else ""
-        return f"stepwise, fixed pace of {int(pace['steps'])} steps / token{variant}"
-    if curriculum.startswith("e2e_"):  # end to end at another budget, e.g. e2e_budget16k in results/mult_cpu/
-        return f"{LABELS['e2e']} ({curriculum[len('e2e_') :]})"
-    return LABELS.get(curriculum, curriculum)
-
-
-def family(curriculum: str) -> str:
-    """``fixed`` (stepwise paces), ``adaptive``, ``e2e`` or ``other``."""
-    if curriculum.startswith("stepwise"):
-        return "fixed"
-    return next((name for name in ("adaptive", "e2e") if curriculum.startswith(name)), "other")
-
-
-def curve(run: dict) -> list[tuple[float, float]]:
-    """(training examples seen, exact match without CoT) at every generation measurement."""
-    key = f"eval_{mode(run)}/answer_em"
-    return [(row["train_examples"], row[key]) for row in run["log"] if key in row]
-
-
-def examples_to(run: dict, bar: float = BAR) -> float | None:
-    """Training examples seen at the first measurement >= ``bar``; None if never."""
-    return next((examples for examples, em in curve(run) if em >= bar), None)
-
-
-def trained_examples(run: dict) -> float:
-    points = curve(run)
-    return points[-1][0] if points else 0.0
-
-
-def cot_gone_at(run: dict) -> float | None:
-    """Training examples seen at the first logged step without any CoT token (None: never, or no CoT to remove)."""
-    points = curve(run)
-    if not points or family(run["curriculum"]) == "e2e" or run["curriculum"].startswith("mixture"):
-        return None
-    batch = next(row["train_examples"] / row["step"] for row in run["log"] if "train_examples" in row)
-    step = next((row["step"] for row in run["log"] if row.get("cot/kept_tokens_mean") == 0), None)
-    return None if step is None else step * batch
-
-
-def final_test(run: dict) -> float:
-    return run["final"][f"test/{mode(run)}/answer_em"]
-
-
-def points(runs: list[dict]) -> list[dict]:
-    """One row per (task, curriculum): its runs and figures over seeds, in runs.yaml's order."""
-    rows: dict[tuple[str, str], dict] = {}
-    for run in sorted(runs, key=lambda r: r["seed"]):
-        row = rows.setdefault((run["task"], run["curriculum"]), {"task": run["task"], "curriculum": run["curriculum"]})
-        row.setdefault("runs", []).append(run)
-    for row in rows.values():
-        members = row["runs"]
-        row["final"] = summarize([final_test(run) for run in members])
-        reached = [examples_to(run) for run in members]
-        row["reached"] = sum(value is not None for value in reached)
-        row["to_bar"] = summarize(reached) if row["reached"] == len(members) else None
-        row["to_bar_values"] = reached
-        gone = [cot_gone_at(run) for run in members]
-        row["cot_gone"] = summarize(gone) if all(value is not None for value in gone) else None
-        row["trained"] = max(trained_examples(run) for run in members)
-        row["wall"] = [run["wall_s"] for run in members if run["wall_s"] is not None]
-    return list(rows.values())
-
-
-def _cell(summary: Summary | None, digits: int) -> str:
-    return "" if summary is None else summary.text(digits)
-
-
-def table_rows(rows: list[dict]) -> list[dict]:
-    out = []
-    for row in rows:
-        n = len(row["runs"])
-        if row["to_bar"] is not None:
-            to_bar = _cell(row["to_bar"], 0)
-        elif row["reached"]:
-            to_bar = (
-                f"{row['reached']}/{n} seeds reached it ({', '.join(f'{v:,.0f}' for v in row['to_bar_values'] if v)})"
-            )
-        else:
-            to_bar = f"not reached in {row['trained']:,.0f}"
-        wall = f"{min(row['wall']):,.0f}–{max(row['wall']):,.0f} s" if row["wall"] else ""
-        out.append(
-            {
-                "task": row["task"],
-                "curriculum": label(row["curriculum"]),
-                "seeds": n,
-                "test implicit EM (end)": _cell(row["final"], 3),
-                "examples to ≥ 90%": to_bar,
-                "CoT gone at (examples)": _cell(row["cot_gone"], 0) or "—",
-                "wall time per run": wall,
-            }
-        )
-    return out
 
 
 def split_screened(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -255,7 +107,7 @@ def unrecorded(sweep_folder: Path) -> dict[str, list[str]]:
     file there, as for records gathered elsewhere)."""
     missing: dict[str, list[str]] = {}
     for name in unrecorded_runs(sweep_folder):
-        match = NAME.match(name)
+        match = RUN_NAME.match(name)
         if match is not None:
             missing.setdefault(match["task"], []).append(name)
     return missing
@@ -293,9 +145,7 @@ def verdicts(
         task_rows = [row for row in rows if row["task"] == task]
         seeds = min(len(row["runs"]) for row in task_rows)
         short = f"; {len(missing[task])} run(s) of runs.yaml not recorded yet" if missing.get(task) else ""
-        unrun = {NAME.match(name)["curriculum"] for name in missing.get(task, [])} - {
-            r["curriculum"] for r in task_rows
-        }
+        unrun = {RUN_NAME.match(name)["what"] for name in missing.get(task, [])} - {r["curriculum"] for r in task_rows}
         curricula = [row for row in task_rows if family(row["curriculum"]) != "e2e"]
         settled = _settled(curricula, unrun)
         early = "; settled before every seed: the runs still to come cannot change it"
@@ -347,59 +197,6 @@ def verdicts(
     return results
 
 
-def plot(rows: list[dict], out: Path) -> list[Path]:
-    plt = pyplot()
-    written = []
-    for task in dict.fromkeys(row["task"] for row in rows):
-        figure, axis = plt.subplots(figsize=(10, 6))
-        gone_marked = False
-        for index, row in enumerate(row for row in rows if row["task"] == task):
-            curves = [curve(run) for run in row["runs"]]
-            length = min(len(points) for points in curves)
-            if not length:
-                continue
-            xs = [curves[0][i][0] for i in range(length)]
-            summaries = [summarize([points[i][1] for points in curves]) for i in range(length)]
-            style = "--" if family(row["curriculum"]) == "e2e" else "-"
-            error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=style, markersize=2, linewidth=1.2,
-                       capsize=1.5, label=f"{label(row['curriculum'])} (n={len(row['runs'])})")  # fmt: skip
-            if row["cot_gone"] is not None:  # where the curriculum's CoT was gone, in the curve's colour
-                mark_steps(axis, [row["cot_gone"].mean], color=f"C{index % 10}", linestyle=":", linewidth=0.9)
-                gone_marked = True
-        axis.axhline(BAR, color="grey", linestyle="-.", linewidth=0.9, label="90%")
-        if gone_marked:
-            axis.plot([], [], color="grey", linestyle=":", linewidth=0.9, label="CoT gone (mean; the curve's colour)")
-        axis.set_ylim(-0.02, 1.02)
-        axis.set_xlabel("training examples seen")
-        axis.set_ylabel("exact match without CoT (held-out questions)")
-        axis.set_title(f"{TASKS.get(task, task)}: every curriculum at one budget (mean over seeds, 95% intervals)")
-        axis.legend(fontsize=7, loc="lower right")
-        written.append(save_figure(figure, out / f"curves_{task}.png"))
-    return written
-
-
-def arguments_and_runs(argv: list[str] | None, description: str, here: Path, verdicts: str, outputs: str):
-    """The command line of a league-style analysis whose folder is ``here`` (``--runs``, ``--out``, ``--ledger``
-    filled with ``verdicts``, ``--readme`` given ``outputs``) and the run records it names.
-
-    Raises:
-        ValueError: ``--readme`` has no generated section (checked before anything is written), or no run is recorded.
-    """
-    parser = argparse.ArgumentParser(description=description.split("\n\n")[0])
-    parser.add_argument("--runs", type=Path, default=here / "runs", help="folder of run records (the harness's)")
-    parser.add_argument("--out", type=Path, default=here, help="where the tables and PNGs go")
-    parser.add_argument("--ledger", type=Path, default=None, help=f"claims.csv to fill with {verdicts}")
-    parser.add_argument("--readme", type=Path, default=None,
-                        help=f"a README whose section between <!-- begin table --> and <!-- end table --> gets {outputs}")  # fmt: skip
-    args = parser.parse_args(argv)
-    if args.readme is not None:
-        section(args.readme, "table")  # before anything is written
-    runs = load_runs(args.runs)
-    if not runs:
-        raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/{here.name}`.")
-    return args, runs
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
     args, runs = arguments_and_runs(argv, __doc__, HERE, "the verdicts", "the table, the ratios and the curves")
     rows = points(runs)
@@ -420,7 +217,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     elif (args.out / "screen.md").exists():
         (args.out / "screen.md").unlink()
         (args.out / "screen.csv").unlink(missing_ok=True)
-    written = plot(rows, args.out)
+    written = plot(rows, args.out, TASKS)
     if args.readme is not None:
         curves = "\n\n".join(f"![implicit accuracy against examples, {path.stem.removeprefix('curves_')}]({path.name})"
                                for path in written)  # fmt: skip

@@ -3,9 +3,9 @@
 python results/mult_cpu/make_results.py [--runs results/mult_cpu/runs] [--out results/mult_cpu]
                                         [--ledger results/mult_cpu/claims.csv] [--readme results/mult_cpu/README.md]
 
-The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x4_...``;
-``results/curricula/make_results.py`` reads them), so the table and the curves of implicit accuracy against examples
-(``curves_<task>.png``) are the league's. Beside them it writes where each run stalls:
+The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x4_...``) and read by its kit
+(:mod:`hf_icot.studies.league`, which ``results/curricula/make_results.py`` uses too), so the table and the curves of
+implicit accuracy against examples (``curves_<task>.png``) are the league's. Beside them it writes where each run stalls:
 
 * ``stall.md`` / ``stall.csv``: per run, the final test and the best held-out implicit exact match (with the examples
   seen then), the CoT tokens removed at the end, and the removal that raised the training loss most: the CoT token
@@ -21,17 +21,15 @@ The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from hf_icot.studies import league
 from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import fill_section, pyplot, save_figure, write_table
 from hf_icot.studies.statistics import difference, summarize
 
 HERE = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("curricula_league", HERE.parent / "curricula" / "make_results.py")
-league = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(league)
+TASKS = {"mult3x3": "3x3 multiplication", "mult4x4": "4x4 multiplication"}
 
 
 def cot_tokens(a_digits: int, b_digits: int) -> list[str]:
@@ -193,7 +191,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     tasks = dict.fromkeys(row["task"] for row in rows)
     stall_plots = [plot_stalls([run for row in rows if row["task"] == task for run in row["runs"]], task, args.out)
                    for task in tasks]  # fmt: skip
-    written = [*league.plot(rows, args.out), *stall_plots]
+    written = [*league.plot(rows, args.out, TASKS), *stall_plots]
     if args.readme is not None:
         images = "\n\n".join(f"![{path.stem}]({path.name})" for path in written)
         fill_section(args.readme, "table", f"{table}\nWhere each run stalls:\n\n{stalls}\n{images}\n")

@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
+from hf_icot.studies import league
 from hf_icot.studies.claims import read_ledger
 from hf_icot.studies.sweep import RECORD_FILE
 from tests.recipes.conftest import load_script
@@ -59,7 +60,7 @@ def _records(root: Path) -> None:
 def test_the_table_reads_examples_to_90_percent_and_the_ratio(tmp_path):
     _records(tmp_path / "runs")
     analysis = _analysis()
-    rows = {(row["task"], row["curriculum"]): row for row in analysis.points(analysis.load_runs(tmp_path / "runs"))}
+    rows = {(row["task"], row["curriculum"]): row for row in league.points(league.load_runs(tmp_path / "runs"))}
     assert rows["parity4", "stepwise150"]["to_bar_values"] == [38_400, 44_800, 51_200]
     assert rows["parity4", "stepwise300"]["reached"] == 1 and rows["parity4", "stepwise300"]["to_bar"] is None
     assert rows["parity4", "mixture_hints"]["to_bar_values"] == [32_000] * 3  # hint=0, the fifth measurement
@@ -70,7 +71,7 @@ def test_the_table_reads_examples_to_90_percent_and_the_ratio(tmp_path):
     assert compared["parity4"]["ratio"]["ratio"] == pytest.approx(44_800 / 19_200)
     assert 1 < compared["parity4"]["ratio"]["low"] <= 44_800 / 19_200 <= compared["parity4"]["ratio"]["high"]
     assert compared["counter7"]["ratio"] is None and compared["counter7"]["adaptive"] is None
-    text = {row["curriculum"]: row for row in analysis.table_rows(list(rows.values())) if row["task"] == "parity4"}
+    text = {row["curriculum"]: row for row in league.table_rows(list(rows.values())) if row["task"] == "parity4"}
     assert text["stepwise, fixed pace of 300 steps / token"]["examples to ≥ 90%"] == "1/3 seeds reached it (76,800)"
     assert text["end to end (no CoT ever)"]["examples to ≥ 90%"] == "not reached in 76,800"
     assert text["end to end (no CoT ever)"]["wall time per run"] == "100–102 s"
@@ -158,7 +159,7 @@ def test_verdicts_stay_pending_while_a_run_of_the_sweep_has_no_record(tmp_path):
 def test_a_record_with_a_name_outside_the_sweep_is_refused(tmp_path):
     (tmp_path / "runs/parity4-e2e").mkdir(parents=True)
     with pytest.raises(ValueError, match=r"^run record 'parity4-e2e' is not named <task>_<curriculum>_s<seed>"):
-        _analysis().load_runs(tmp_path / "runs")
+        league.load_runs(tmp_path / "runs")
 
 
 def test_every_league_run_parses_into_its_recipes_arguments_at_its_tasks_budget():
