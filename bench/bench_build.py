@@ -13,14 +13,11 @@ the 808,000-example 4x4 multiplication train split built in at most 60 s on a 2-
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from datasets_builder.tasks import multiplication, parity, semiautomata  # noqa: E402
+from datasets_builder.tasks import multiplication, parity, semiautomata
 
 BAR_SECONDS = 60.0
 TASKS = ("multiplication", "parity", "counter")

@@ -24,11 +24,7 @@ whether the two tensors are equal. Every figure is the fastest of ``--repeat`` r
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

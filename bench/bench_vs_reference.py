@@ -57,9 +57,6 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
 VARIANTS = {
     "reference": {},
     "reference+vectorised": {"vectorised": True},

@@ -77,6 +77,7 @@ def tuple_cache_lm(lm: Any) -> Any:
 
 
 def load_module(path: Path, name: str):
+    """A file of a public implementation's checkout (outside this repository, not a package) as the module ``name``."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -196,7 +197,7 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
     from hf_icot.methods.latent_forward import LatentProjection, attach_projection
     from hf_icot.methods.losses import codi_loss
 
-    sys.path.insert(0, str(codi_repo / "src"))
+    sys.path.insert(0, str(codi_repo / "src"))  # their checkout, not installable here: model.py imports its neighbours
     module = load_module(codi_repo / "src" / "model.py", "their_codi")
     loader = module.AutoModelForCausalLM.from_pretrained
 
@@ -345,5 +346,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     main()

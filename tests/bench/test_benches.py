@@ -29,6 +29,7 @@ TINY = {
         "--steps", "3", "--warmup", "1", "--repeats", "1", "--batch_size", "4", "--n_layer", "1", "--n_embd", "16",
     ],
     "bench_entry_points.py": ["--tiny"],
+    "bench_gpu_icot.py": ["--dry-run"],  # on the CPU; its own test below
     "bench_quickstart.py": ["--tiny", "--threads", "1"],
     "bench_logits_memory.py": ["--vocab-size", "512", "--hidden-size", "8", "--n-layer", "1", "--batch-size", "4",
                                "--steps", "2"],
@@ -198,11 +199,11 @@ def test_bench_vs_reference_prints_every_variant_the_padding_per_stage_and_equal
 
 
 def test_gpu_bench_answers_help_and_its_cpu_dry_run_measures_both_loops_in_both_precisions() -> None:
-    help_text = run_bench("gpu/bench_gpu_icot.py", "--help")
+    help_text = run_bench("bench_gpu_icot.py", "--help")
     assert "ICoT on one GPU" in help_text and undocumented_options(help_text) == []
     for flag in ("--dry-run", "--peak-tflops", "--max-batch", "--precisions", "--steps", "--warmup"):
         assert flag in help_text
-    out = run_bench("gpu/bench_gpu_icot.py", "--dry-run")
+    out = run_bench("bench_gpu_icot.py", "--dry-run")
     rows = re.findall(
         rf"^(bare loop|ICoTTrainer) +(fp32|bf16) +(\d+) +({NUMBER}) +({NUMBER}) +({NUMBER})% +({NUMBER})$", out, re.M
     )

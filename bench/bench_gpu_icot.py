@@ -1,7 +1,7 @@
 """ICoT on one GPU: tokens/s, model FLOPs utilisation, peak memory of ICoTTrainer and of a bare loop, fp32 and bf16.
 
-    python bench/gpu/bench_gpu_icot.py [--steps 20] [--warmup 5] [--peak-tflops 989] [--max-batch 4096]
-    python bench/gpu/bench_gpu_icot.py --dry-run
+    python bench/bench_gpu_icot.py [--steps 20] [--warmup 5] [--peak-tflops 989] [--max-batch 4096]
+    python bench/bench_gpu_icot.py --dry-run
 
 GPT-2 small (12 layers, 768 wide, 12 heads, 50,257-token vocabulary) built from its config, random weights, no
 downloads; a byte-level BPE built here from the data (the model's extra vocabulary rows stay unused, the LM head
@@ -28,17 +28,10 @@ batches of 4 and 8 — a check that the script works, whose figures mean nothing
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "bench"))
-
-from bench_vs_reference import pad_rows, reference_ids, truncate_vectorised  # noqa: E402
+from bench_vs_reference import pad_rows, reference_ids, truncate_vectorised  # a sibling: this folder
 
 
 def build(options):
