@@ -4,21 +4,19 @@ run here."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+
+from tests.recipes.conftest import load_script
 
 RUN = Path(__file__).resolve().parents[2] / "bench" / "marginals_vs_study" / "run.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("marginals_vs_study_run", RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(RUN, "marginals_vs_study_run")
 
 
 def test_first_below_is_the_first_evaluation_under_the_threshold(bench) -> None:

@@ -4,20 +4,18 @@ of training, so it is never run here."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests.recipes.conftest import load_script
 
 RUN = Path(__file__).resolve().parents[2] / "bench" / "stepwise_vs_reference" / "run.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("stepwise_vs_reference_run", RUN)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(RUN, "stepwise_vs_reference_run")
 
 
 def test_removal_counts_follow_the_reference_s_printed_increments(bench) -> None:

@@ -22,8 +22,8 @@ TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 48, "validation_size": 
 
 
 def load_script(path: Path, name: str) -> ModuleType:
-    """A script of the repository (a recipe, a results script: not part of a package) as the module ``name``,
-    loaded once."""
+    """A script of the repository (a recipe, a study's script, a bench: not part of a package) as the module
+    ``name``, loaded once: the one place the tests import a file by its path."""
     if name not in sys.modules:
         if str(path.parent) not in sys.path:  # its sibling modules, as running it as a script finds them
             sys.path.insert(0, str(path.parent))
