@@ -138,7 +138,8 @@ def plateau_before_onset(steps, values, onset: float | None) -> float | None:
 
 
 def plateau_window(steps, values, tau: float | None) -> float | None:
-    """Our plateau (results/marginals C1, :func:`hf_icot.studies.report.plateau_median`): the median over 0.25-0.75 τ."""
+    """Our plateau (results/marginals C1, :func:`hf_icot.studies.report.plateau_median`): the median over 0.25-0.75
+    τ."""
     from hf_icot.studies.report import plateau_median
 
     return plateau_median(steps, values, tau) if tau else None

@@ -1,14 +1,14 @@
 """A league: runs of one recipe at one budget named ``<task>_<curriculum>_s<seed>`` (results/curricula/, and
-results/mult_cpu/ on its own tasks), read from the harness's records into one row per (task, curriculum) over its seeds,
-the league's table and its curves. A study's ``make_results.py`` adds its own claims and rules.
+results/mult_cpu/ on its own tasks), read from the harness's records into one row per (task, curriculum) over its
+seeds, the league's table and its curves. A study's ``make_results.py`` adds its own claims and rules.
 
 * records: :func:`load_runs` (``sweep.json``, ``training_log.json``, ``eval_results.json`` of each run), what the
   table calls a curriculum (:func:`label`, :data:`LABELS`; ``stepwise<P>`` a fixed pace of P steps per token) and its
   kind (:func:`family`);
 * per run: :func:`curve` (exact match without CoT against training examples seen), :func:`examples_to` (the examples
   seen at the first measurement >= :data:`BAR`), :func:`cot_gone_at`, :func:`final_test`;
-* per (task, curriculum): :func:`points`, :func:`table_rows` (the table's cells) and :func:`plot` (``curves_<task>.png``,
-  mean over seeds with 95% error bars);
+* per (task, curriculum): :func:`points`, :func:`table_rows` (the table's cells) and :func:`plot`
+  (``curves_<task>.png``, mean over seeds with 95% error bars);
 * :func:`arguments_and_runs`, the command line every league analysis shares (``--runs``, ``--out``, ``--ledger``,
   ``--readme``).
 """
@@ -183,7 +183,8 @@ def table_rows(rows: list[dict]) -> list[dict]:
 
 
 def plot(rows: list[dict], out: Path, titles: Mapping[str, str]) -> list[Path]:
-    """``curves_<task>.png`` in ``out`` per task of ``rows``, titled by ``titles`` (task -> what it is); their paths."""
+    """``curves_<task>.png`` in ``out`` per task of ``rows``, titled by ``titles`` (task -> what it is); returns
+    their paths."""
     plt = pyplot()
     written = []
     for task in dict.fromkeys(row["task"] for row in rows):

@@ -151,7 +151,8 @@ def crossing(steps, values, threshold: float, log: bool = False) -> tuple[float,
 
 
 def plateau_median(steps, values, tau: float) -> float | None:
-    """The plateau's level: the median of ``values`` over the measurements in ``PLATEAU_WINDOW`` · τ (None if none)."""
+    """The plateau's level: the median of ``values`` over the measurements in :data:`PLATEAU_WINDOW` · τ (None if
+    there is none)."""
     import numpy as np
 
     steps, values = np.asarray(steps), np.asarray(values)

@@ -3,8 +3,8 @@
     python -m hf_icot.studies run results/marginals     # the runs of runs.yaml still missing
     python results/marginals/make_results.py --runs results/marginals/runs --out results/marginals
 
-Every folder under ``--runs`` holding ``run.json`` is one run (``results/marginals/train.py``); what it was (direction, K,
-n_b, optimiser and its schedule, seed, set-up) is read from its records, never from its name. Writes:
+Every folder under ``--runs`` holding ``run.json`` is one run (``results/marginals/train.py``); what it was
+(direction, K, n_b, optimiser and its schedule, seed, set-up) is read from its records, never from its name. Writes:
 
 * ``runs.csv`` / ``.md`` — one row per run (``marginals_runs.summarise``): τ (candidate loss crossing 0.5 log K,
   interpolated between measurements; ``tau_resolution`` the interval it lies in), the plateau's candidate loss against

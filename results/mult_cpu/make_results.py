@@ -5,7 +5,8 @@ python results/mult_cpu/make_results.py [--runs results/mult_cpu/runs] [--out re
 
 The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x4_...``) and read by its kit
 (:mod:`hf_icot.studies.league`, which ``results/curricula/make_results.py`` uses too), so the table and the curves of
-implicit accuracy against examples (``curves_<task>.png``) are the league's. Beside them it writes where each run stalls:
+implicit accuracy against examples (``curves_<task>.png``) are the league's. Beside them it writes where each run
+stalls:
 
 * ``stall.md`` / ``stall.csv``: per run, the final test and the best held-out implicit exact match (with the examples
   seen then), the CoT tokens removed at the end, and the removal that raised the training loss most: the CoT token
