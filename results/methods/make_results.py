@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from league_tasks import INTERNALIZING, METHODS, PREMISE, TASKS  # this folder's module
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import knife_edge, update_ledger
@@ -61,73 +62,7 @@ HERE = Path(__file__).resolve().parent
 BAR = 0.9
 SEEDS = 3  # seeds per method and task in runs.yaml
 CUT = -0.05  # M1-M3: d's interval against it
-METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answers in)
-    "stepwise": ("stepwise removal", "implicit"),
-    "adaptive": ("adaptive pace (answer-token accuracy)", "implicit"),
-    "mixture": ("mixture", "implicit"),
-    "coconut": ("Coconut (continuous thoughts)", "latent"),
-    "codi": ("CODI (self-distilled continuous thoughts)", "latent"),
-    "full_cot": ("full CoT (answered with its CoT)", "explicit"),
-    "e2e": ("end to end (no CoT ever)", "implicit"),
-}
-INTERNALIZING = ("stepwise", "adaptive", "mixture", "coconut", "codi")  # M0's candidates
 COST = "forward passes / answer (1 per latent thought or generated token)"
-PREMISE = "premise"  # a claim read by :func:`premise` (M0), not by :func:`compare`
-
-
-@dataclass(frozen=True)
-class Borrowed:
-    """A method a task reads from another study's records: ``<studies>/<study>/runs/<run>_s<seed>``."""
-
-    study: str
-    run: str
-    mode: str
-
-
-@dataclass(frozen=True)
-class Task:
-    """One task of the league: how its methods are named and measured, and the claims read on it."""
-
-    name: str
-    measured: str  # what the curves measure, for the notes and the plot's axis
-    claims: dict[str, str | tuple[str, str]]  # claim id -> PREMISE, or (first, second): d = first's mean - second's
-    labels: dict[str, str] = field(default_factory=dict)  # method -> how this task's table names it (else METHODS)
-    borrowed: dict[str, Borrowed] = field(default_factory=dict)
-
-
-TASKS = {
-    "parity4": Task(
-        "parity4",
-        "every 100 steps, 200 validation questions",
-        {
-            "M0-parity4": PREMISE,
-            "M1-coconut-stepwise": ("coconut", "stepwise"),
-            "M2-codi-coconut": ("codi", "coconut"),
-            "M3-codi-fullcot": ("codi", "full_cot"),
-        },
-        labels={"stepwise": "stepwise removal (the quickstart's pace)", "mixture": "mixture (removed tokens dropped)"},
-    ),
-    "counter7": Task(
-        "counter7",
-        "every 250 steps, the first 100 test questions",
-        {
-            "M0-counter7": PREMISE,
-            "M1-counter7": ("coconut", "stepwise"),
-            "M2-counter7": ("codi", "coconut"),
-            "M3-counter7": ("codi", "full_cot"),
-        },
-        labels={
-            "stepwise": "stepwise removal (R2's left curriculum; semiautomata records)",
-            "mixture": "mixture (length hints, answered at hint 0; semiautomata records)",
-            "full_cot": "full CoT (answered with its CoT; semiautomata records, 3,000 steps)",
-        },
-        borrowed={
-            "stepwise": Borrowed("semiautomata", "claim_counter7_t32_left", "implicit"),
-            "mixture": Borrowed("semiautomata", "claim_counter7_t32_mixture", "hint=0"),
-            "full_cot": Borrowed("semiautomata", "regime_counter7_t32_full_cot", "explicit"),
-        },
-    ),
-}
 
 
 def _load(path: Path, task: str, method: str, seed: int, answered: str, source: str) -> dict | str:
