@@ -7,7 +7,8 @@ here is ours (results/semiautomata/README.md states every choice). Examples (fro
 
     # the CPU scale's base run: left curriculum on the counter C_7, T = 16, a 4-layer GPT-2 at 200 k parameters
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml
-    # the other regimes on the same data and model (every run of the study: results/semiautomata/run_all.sh)
+    # the other regimes on the same data and model (every run of the study:
+    # python -m hf_icot.studies run results/semiautomata)
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --schedule full_cot \\
         --output_dir outputs/semiautomata/c7_full_cot
     python recipes/semiautomata.py --config recipes/configs/semiautomata_cpu.yaml --schedule mixture \\
