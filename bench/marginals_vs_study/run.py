@@ -329,7 +329,7 @@ def read_diagnostics(folder: Path) -> list[dict[str, float]]:
 
 def figures(steps, candidate, gaps, log_k: float) -> dict:
     """Both rules' τ and plateau of one candidate-loss series (and its z-gap series, for the study's onset)."""
-    from hf_icot.studies.report import crossing  # our τ rule: one place for it
+    from hf_icot.diagnostics.tau import crossing  # our τ rule: one place for it
 
     threshold = 0.5 * log_k
     interpolated = crossing(steps, candidate, threshold)

@@ -4,9 +4,8 @@
   league's ``<task>_<what>_s<seed>`` runs that its sweep defines and the harness has not recorded);
 * tables: :func:`fmt` (numbers as the tables print them), :func:`markdown_table` and :func:`write_table`
   (``name.csv`` + ``name.md``), :func:`section` and :func:`fill_section` (a generated part of a hand-written README);
-* curves: :func:`crossing` (the step a logged series falls below a threshold, interpolated between the measurements
-  around it: the transition τ of the marginals study and its benchmark against the study's code) and
-  :func:`plateau_median` (the series' level over :data:`PLATEAU_WINDOW` of τ);
+* curves: :func:`plateau_median` (a series' level over :data:`PLATEAU_WINDOW` of its τ; τ itself is
+  :func:`hf_icot.diagnostics.tau.crossing`, the one rule the training runs and the analyses share);
 * plots: :func:`pyplot` (matplotlib on the Agg backend, so scripts run without a screen), :func:`error_bars` (a series
   of :class:`~hf_icot.studies.statistics.Summary` points with their intervals), :func:`mark_steps` (stage boundaries
   or a transition as dashed vertical lines) and :func:`save_figure`.
@@ -19,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -130,24 +128,6 @@ def fill_section(path: str | os.PathLike, name: str, text: str) -> None:
 
 #: The plateau before a transition at τ: the measurements from 0.25 τ to 0.75 τ.
 PLATEAU_WINDOW = (0.25, 0.75)
-
-
-def crossing(steps, values, threshold: float, log: bool = False) -> tuple[float, float] | None:
-    """The first step where ``values`` fall below ``threshold``, interpolated linearly (in log value when ``log``)
-    between the measurement before and the first one below; with the interval between them. None if never below."""
-    import numpy as np
-
-    steps, values = np.asarray(steps, float), np.asarray(values, float)
-    below = np.nonzero(values < threshold)[0]
-    if not len(below):
-        return None
-    i = int(below[0])
-    if i == 0:
-        return float(steps[0]), 0.0
-    (s0, s1), (v0, v1) = steps[i - 1 : i + 1], values[i - 1 : i + 1]
-    if log:
-        v0, v1, threshold = math.log(v0), math.log(max(v1, 1e-12)), math.log(threshold)
-    return float(s0 + (s1 - s0) * (v0 - threshold) / (v0 - v1)), float(s1 - s0)
 
 
 def plateau_median(steps, values, tau: float) -> float | None:

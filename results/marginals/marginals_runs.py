@@ -17,8 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from hf_icot.diagnostics.tau import crossing
 from hf_icot.publishing.run_files import TRAINING_LOG_FILE
-from hf_icot.studies.report import PLATEAU_WINDOW, crossing, plateau_median, read_json
+from hf_icot.studies.report import PLATEAU_WINDOW, plateau_median, read_json
 from hf_icot.studies.statistics import summarize
 
 #: a measured Δz counts as "on" above this fraction of log K; a series' onset is its first step past the midpoint

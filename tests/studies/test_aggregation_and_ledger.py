@@ -18,7 +18,6 @@ from hf_icot.studies.claims import (
     write_ledger,
 )
 from hf_icot.studies.report import (
-    crossing,
     error_bars,
     fmt,
     mark_steps,
@@ -194,12 +193,6 @@ def test_a_success_rate_has_the_exact_binomial_interval_inside_zero_one() -> Non
     assert (some.minimum, some.maximum, some.method) == (0.0, 1.0, "clopper-pearson")
     with pytest.raises(ValueError, match=r"success_rate got 11 of 10; it needs trials >= 1"):
         success_rate(11, 10)
-
-
-def test_a_crossing_is_interpolated_between_the_measurements_around_it() -> None:
-    assert crossing([0, 10, 20, 30], [1.0, 1.0, 0.0, 0.0], 0.5) == (15.0, 10.0)
-    assert crossing([0, 10, 20], [1.0, 0.1, 0.001], 0.01, log=True) == pytest.approx((15.0, 10.0))
-    assert crossing([0, 10], [1.0, 0.9], 0.5) is None and crossing([0, 10], [0.1, 0.0], 0.5) == (0.0, 0.0)
 
 
 def test_the_plateau_is_the_median_over_a_quarter_to_three_quarters_of_tau() -> None:
