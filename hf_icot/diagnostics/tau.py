@@ -27,11 +27,10 @@ def crossing(
 
     if len(steps) != len(values):
         raise ValueError(f"steps has {len(steps)} entries and values {len(values)}; give one value per step.")
-    steps, values = np.asarray(steps, float), np.asarray(values, float)
-    below = np.nonzero(values < threshold)[0]
-    if not len(below):
+    i = first_below(values, threshold)
+    if i is None:
         return None
-    i = int(below[0])
+    steps, values = np.asarray(steps, float), np.asarray(values, float)
     if i == 0:
         return float(steps[0]), 0.0
     (s0, s1), (v0, v1) = steps[i - 1 : i + 1], values[i - 1 : i + 1]
@@ -40,9 +39,13 @@ def crossing(
     return float(s0 + (s1 - s0) * (v0 - threshold) / (v0 - v1)), float(s1 - s0)
 
 
+def first_below(values: Sequence[float], threshold: float) -> int | None:
+    """The index of the first value below ``threshold`` (NaN never is); None if none is."""
+    return next((i for i, value in enumerate(values) if value < threshold), None)
+
+
 def transition_step(rows: list[dict[str, float]], threshold: float) -> int | None:
     """τ of :class:`~hf_icot.diagnostics.LearningDynamicsCallback` rows as a run sees it while it trains: the measured
     step at which the candidate loss's :func:`crossing` of ``threshold`` is seen (the first one below); None before."""
-    steps = [row["step"] for row in rows]
-    found = crossing(steps, [row["candidate_loss"] for row in rows], threshold)
-    return None if found is None else next(step for step in steps if step >= found[0])
+    i = first_below([row["candidate_loss"] for row in rows], threshold)
+    return None if i is None else rows[i]["step"]

@@ -30,8 +30,9 @@ def test_a_training_run_reads_tau_at_the_measurement_where_the_crossing_is_seen(
 
 def test_never_below_and_nan_do_not_count() -> None:
     assert crossing(STEPS, [math.log(4)] * 8, HALF_LOG_4) is None
-    rows = [{"step": step, "candidate_loss": loss} for step, loss in zip([0, 1, 2], [math.nan, 0.9, 0.1])]
-    assert transition_step(rows, 0.5) == 2
+    for losses in ([math.nan, 0.9, 0.1], [0.9, math.nan, 0.1], [0.9, 0.5, 0.1]):  # 0.5 is not below 0.5
+        rows = [{"step": step, "candidate_loss": loss} for step, loss in zip([0, 1, 2], losses)]
+        assert transition_step(rows, 0.5) == 2, losses
     assert crossing([], [], 0.5) is None
 
 
