@@ -23,6 +23,11 @@ SPLITS = ("test", "test_ood_p0_1", "test_ood_p0_9")
 MODEL = {"depth": 2, "param_budget": 20_000, "n_head": 2, "n_positions": 24}
 
 
+def _written(out: Path) -> str:
+    """What make_results wrote for a reader: README.md (the current rounds) and HISTORY.md (the superseded ones)."""
+    return (out / "README.md").read_text() + (out / "HISTORY.md").read_text()
+
+
 def load_recipe() -> ModuleType:
     return load_script(RECIPE, "semiautomata_recipe")
 
@@ -233,7 +238,7 @@ def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path
         "probes",
     ):
         assert (out / f"{plot}.png").stat().st_size > 10_000, plot
-    readme = (out / "README.md").read_text()
+    readme = _written(out)
     verdicts = re.findall(r"\*\*Verdict: ([a-z ()]+)\.\*\*", readme)
     # full CoT perfect; E2E 0.2 vs 1.0; left 0.99 ID vs 0.25 OOD; left 0.99 vs right 0.5; depth 4 0.99 vs 16 0.6;
     # composite 0.99 vs prime (C7 0.99, C11 0.5) 0.745; mixture 0.97 ID, full CoT 1.0 OOD vs left 0.25.
@@ -287,7 +292,7 @@ def test_regime_sweep_table_and_rule_r_choose_the_cheapest_point_where_end_to_en
     assert "within 0.05 of full CoT at: C7 T=16, C7 T=32" in ledger["R"]["ours"]
     assert ledger["A2"]["verdict"] == "agree"  # gap ~0.69 with a tight interval; end to end 0.31, 0.21, 0.19
     assert (out / "regime_vs_T.png").stat().st_size > 10_000
-    assert "Chosen regime: C7 group at T = 16." in (out / "README.md").read_text()
+    assert "Chosen regime: C7 group at T = 16." in _written(out)
 
 
 def _claim_run(
@@ -364,7 +369,7 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
     assert not (out / "results.csv").exists()  # no first-round run: the claim runs stay out of its table
     for plot in ("second_round_claims", "second_round_probes"):
         assert (out / f"{plot}.png").stat().st_size > 20_000, plot
-    readme = (out / "README.md").read_text()
+    readme = _written(out)
     assert "* **A6: agree** — the groups C13, C14, C15, C17 at T = 16: composite (C14, C15) ID 0.885" in readme
     assert "| A6 | A6 | other | prime orders (C13, C17) are harder" in readme, "the verdict table, from the ledger"
     assert "left curriculum implicit ID 0.980 ± " in ledger["A3"]["ours"]  # the pilot's 0.10 is not in it
@@ -386,7 +391,7 @@ def test_a_withdrawn_claim_stays_withdrawn_in_the_ledger_and_the_readme(tmp_path
     ledger = {row["id"]: row for row in read_ledger(out / "claims.csv")}
     assert (ledger["A5"]["verdict"], ledger["A5"]["why"], ledger["A5"]["ours"]) == ("withdrawn", why, "")
     assert ledger["A4"]["verdict"] == "agree"  # the others are read as before
-    readme = (out / "README.md").read_text()
+    readme = _written(out)
     assert f"* **A5: withdrawn** — {why}" in readme and "* **A4: agree** — " in readme
 
 
