@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from hf_icot.data import split_order
-from hf_icot.publishing.hub import default_file_mode, is_hub_id, write_text_atomic
+from hf_icot.locations import is_hub_id
 from hf_icot.publishing.run_files import CARD_FILE, CURVES_FILE, TRAINING_LOG_FILE
+from hf_icot.publishing.saving import default_file_mode, write_text_atomic
 
 CITATIONS = {
     "stepwise": """@article{deng2024explicit,

@@ -160,7 +160,7 @@ class RunOutputsMixin:
         Raises:
             ValueError: ``merge_adapter`` under FSDP (save the adapter, then merge it in one process).
         """
-        from hf_icot.publishing import hub
+        from hf_icot.publishing import saving
 
         kind = self.weights_kind(merge_adapter)
         if self.is_fsdp_enabled:
@@ -168,18 +168,18 @@ class RunOutputsMixin:
                 raise ValueError(
                     "--merge_adapter is not supported under FSDP; save the adapter, then merge it in one process."
                 )
-            # Written aside and moved in, as hub.save_model does: a kill mid-write leaves no truncated weights.
-            staging = Path(self.args.output_dir) / f"{hub.SAVING_PREFIX}fsdp"
+            # Written aside and moved in, as saving.save_model does: a kill mid-write leaves no truncated weights.
+            staging = Path(self.args.output_dir) / f"{saving.SAVING_PREFIX}fsdp"
             if self.args.should_save and staging.is_dir():
                 shutil.rmtree(staging)
             self.accelerator.wait_for_everyone()
             self.save_model(str(staging))  # gathers the full state dict (or the adapter's) from the shards
             self.accelerator.wait_for_everyone()
             if self.args.should_save:
-                hub.move_into(staging, Path(self.args.output_dir))
+                saving.move_into(staging, Path(self.args.output_dir))
                 shutil.rmtree(staging)
         elif self.is_world_process_zero():
-            hub.save_model(
+            saving.save_model(
                 self.accelerator.unwrap_model(self.model),
                 self.processing_class,
                 self.args.output_dir,
@@ -218,8 +218,8 @@ class RunOutputsMixin:
         """
         from hf_icot.evaluation.generation_accuracy import reportable_metrics
         from hf_icot.evaluation.prompts import plan_generation
-        from hf_icot.publishing.hub import write_text_atomic
         from hf_icot.publishing.model_card import describe_run, save_training_curves, write_model_card
+        from hf_icot.publishing.saving import write_text_atomic
 
         if not self.is_world_process_zero():
             return None

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hf_icot.publishing.hub import write_text_atomic
+from hf_icot.publishing.saving import write_text_atomic
 
 
 @dataclass

@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from hf_icot.publishing.hub import SAVING_PREFIX
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
+from hf_icot.publishing.saving import SAVING_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def prepare_run_folder(args: Any) -> str | None:
         raise ValueError(mismatch)
     if (
         args.should_save
-    ):  # what the stopped run was saving aside (hf_icot.publishing.hub.save_model) never reached the folder
+    ):  # what the stopped run was saving aside (hf_icot.publishing.saving.save_model) never reached the folder
         for staging in Path(output_dir).glob(f"{SAVING_PREFIX}*"):
             if staging.is_dir():
                 shutil.rmtree(staging)

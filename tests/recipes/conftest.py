@@ -122,15 +122,15 @@ def tiny_gpt2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def capture_saved_model(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Records the model object the recipe hands to ``hf_icot.publishing.hub.save_model`` (the trained model in memory)."""
-    import hf_icot.publishing.hub
+    """Records the model object the recipe hands to ``hf_icot.publishing.saving.save_model`` (the trained model in memory)."""
+    import hf_icot.publishing.saving
 
     saved: list = []
-    original = hf_icot.publishing.hub.save_model
+    original = hf_icot.publishing.saving.save_model
 
     def recording_save_model(model, *args, **kwargs):
         saved.append(copy.deepcopy(model))  # before saving: merging changes a PEFT model in place
         return original(model, *args, **kwargs)
 
-    monkeypatch.setattr(hf_icot.publishing.hub, "save_model", recording_save_model)
+    monkeypatch.setattr(hf_icot.publishing.saving, "save_model", recording_save_model)
     return saved

@@ -117,6 +117,7 @@ def kill_in_final_model() -> None:
 
 def signal_group_after_training(moment: str) -> None:
     import hf_icot.publishing.hub as hub
+    import hf_icot.publishing.saving as saving
     from hf_icot.training.outputs import RunOutputsMixin
 
     def signal_group() -> None:
@@ -137,7 +138,7 @@ def signal_group_after_training(moment: str) -> None:
         trained = lambda trainer, *_: trainer.state.global_step >= trainer.state.max_steps  # noqa: E731
         setattr(RunOutputsMixin, name, before(getattr(RunOutputsMixin, name), trained))
     elif moment == "saved":
-        hub.move_into = before(hub.move_into)
+        saving.move_into = before(saving.move_into)
     else:
         hub.push_output_dir = before(hub.push_output_dir)
 

@@ -56,12 +56,12 @@ def full_run(tiny_gpt2: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     argv[task_at : task_at + 4] = ["--dataset_name_or_path", str(data), "--dataset_config", "mult_2x2"]
     argv_used = list(argv)
     with pytest.MonkeyPatch.context() as patch:
-        import hf_icot.publishing.hub
+        import hf_icot.publishing.saving
 
         saved: list = []
-        original = hf_icot.publishing.hub.save_model
+        original = hf_icot.publishing.saving.save_model
         patch.setattr(
-            hf_icot.publishing.hub,
+            hf_icot.publishing.saving,
             "save_model",
             lambda model, *a, **k: saved.append(model) or original(model, *a, **k),
         )
