@@ -46,6 +46,7 @@ from hf_icot.studies.report import (
     RUN_NAME,
     error_bars,
     fill_section,
+    mark_steps,
     pyplot,
     read_json,
     record_folders,
@@ -342,6 +343,16 @@ def verdicts(
     return results
 
 
+def stage_starts(run: dict) -> list[float]:
+    """The training examples seen at the first logged step of each of the run's curriculum stages after the first."""
+    first: dict[int, int] = {}
+    for row in run["log"]:
+        if "cot/stage" in row:
+            first[row["cot/stage"]] = min(first.get(row["cot/stage"], row["step"]), row["step"])
+    batch = next((row["train_examples"] / row["step"] for row in run["log"] if row.get("train_examples")), 0.0)
+    return [step * batch for stage, step in sorted(first.items()) if stage > min(first)]
+
+
 def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     """``curves_<task>.png`` (None, and nothing written, for no curve)."""
     plt = pyplot()
@@ -363,10 +374,12 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
         plt.close(figure)
         return None
     axis.axhline(BAR, color="grey", linestyle="-.", linewidth=0.9, label="90%")
+    if "coconut" in rows:  # its stages, where its curve dips: the examples at which a run's stage changed
+        mark_steps(axis, stage_starts(rows["coconut"]["runs"][0]), "Coconut's stage boundaries", linestyle=":")
     axis.set_ylim(-0.02, 1.02)
     axis.set_xlabel("training examples seen")
-    axis.set_ylabel(f"exact match in the method's own mode ({TASKS[task].measured})")
-    axis.set_title(f"{task}: every method at one budget (mean over seeds, 95% intervals)")
+    axis.set_ylabel("exact match in the method's own mode")
+    axis.set_title(f"{task}: every method at one budget (mean over seeds, 95% intervals)\n{TASKS[task].measured}")
     axis.legend(fontsize=7, loc="lower right")
     return save_figure(figure, out / f"curves_{task}.png")
 

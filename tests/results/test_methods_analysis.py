@@ -246,6 +246,13 @@ def test_counter7_reads_the_semiautomata_records_it_borrows_each_in_its_mode(tmp
     assert verdicts["M1-coconut-stepwise"]["ours"].startswith("d = coconut - stepwise = +0.000")  # parity4's own
 
 
+def test_coconuts_stage_boundaries_are_read_from_its_log_in_examples():
+    log = [{"step": 50, "cot/stage": 0}, {"step": 100, "cot/stage": 0}, {"step": 150, "cot/stage": 1}]
+    log += [{"step": 100, "cot/stage": 1}, {"step": 200, "train_examples": 12800.0}, {"step": 250, "cot/stage": 2}]
+    # a resumed leg logs stage 1 again from step 100: each stage starts at its first logged step
+    assert _analysis().stage_starts({"log": log}) == [6400.0, 16000.0]
+
+
 def test_a_league_record_of_a_method_the_task_borrows_is_refused(tmp_path):
     _write(tmp_path / "runs", "stepwise", 0, 2, name="counter7_stepwise")
     with pytest.raises(ValueError, match=r"^run record 'counter7_stepwise_s0': counter7 reads stepwise from another"):
