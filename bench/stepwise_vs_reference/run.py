@@ -89,11 +89,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--vocab", choices=["small", "gpt2", "both"], default="both", help="Output layer size(s).")
     parser.add_argument("--rounds", type=int, default=1, help="Interleaved rounds; medians are printed (default 1).")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each side (default: 1).")
+    parser.add_argument(
+        "--lever-off", action="append", default=[], metavar="FLAG=VALUE",
+        help="One more side of ours per use: stage evaluation off and this recipe flag set (e.g. fused_gelu=false), "
+        "so a lever is measured alone against the side that has it.",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not (args.reference_repo / "src" / "train.py").is_file():
         parser.error(f"--reference-repo {args.reference_repo} has no src/train.py; give a checkout of the reference.")
     if args.train_size < 64 or args.rounds < 1 or args.threads < 1:
         parser.error("--train-size must be >= 64, --rounds and --threads >= 1.")
+    for lever in args.lever_off:
+        if "=" not in lever or not lever.split("=", 1)[0]:
+            parser.error(f"--lever-off {lever!r} is not FLAG=VALUE (a recipe flag, no dashes: fused_gelu=false).")
     return args
 
 
@@ -168,8 +176,9 @@ def scheduled_removals(stdout: str, steps: int) -> list[int]:
     return removed
 
 
-def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eval: bool) -> dict:
-    output = run_dir / f"ours_eval_{'on' if stage_eval else 'off'}"
+def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eval: bool, lever: str = "") -> dict:
+    name, _, value = lever.partition("=")
+    output = run_dir / (f"ours_{name}_{value}" if lever else f"ours_eval_{'on' if stage_eval else 'off'}")
     command = [
         sys.executable, str(REPO / "recipes" / "icot_gpt2.py"), "--task", "multiplication",
         "--task_args", json.dumps(task_args(args)), "--model_name_or_path", str(folder),
@@ -181,7 +190,7 @@ def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eva
         "--weight_decay", "0.01", "--decay_all_parameters", "true", "--lr_scheduler_type", "constant",
         "--max_grad_norm", "1.0", "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none",
         "--evaluate_each_stage", str(stage_eval).lower(), "--output_dir", str(output), "--overwrite_output_dir",
-        "true", "--max_eval_examples", "64",
+        "true", "--max_eval_examples", "64", *([f"--{name}", value] if lever else []),
     ]  # fmt: skip
     env_threads = {"OMP_NUM_THREADS": str(args.threads)}
     run(command, run_dir / f"{output.name}.log", env_threads)
@@ -214,7 +223,8 @@ def windows(losses: list[float]) -> list[float]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     folders = build_assets(args)
-    sides = ("reference", "ours, stage eval on", "ours, stage eval off")
+    levers = {f"ours, off, {lever}": lever for lever in args.lever_off}
+    sides = ("reference", "ours, stage eval on", "ours, stage eval off", *levers)
     results: dict[str, dict[str, list[dict]]] = {vocab: {side: [] for side in sides} for vocab in folders}
     for round_index in range(args.rounds):
         for vocab, folder in folders.items():
@@ -224,9 +234,11 @@ def main(argv: list[str] | None = None) -> None:
             results[vocab]["reference"].append(launch_reference(args, folder, run_dir))
             results[vocab]["ours, stage eval on"].append(launch_ours(args, folder, run_dir, stage_eval=True))
             results[vocab]["ours, stage eval off"].append(launch_ours(args, folder, run_dir, stage_eval=False))
+            for side, lever in levers.items():
+                results[vocab][side].append(launch_ours(args, folder, run_dir, stage_eval=False, lever=lever))
     print(f"\n4x4 lines: {args.train_size}, 1 epoch, batch 32; {args.threads} torch thread(s) per side; "
           f"median of {args.rounds} interleaved round(s)")  # fmt: skip
-    print(f"{'vocabulary':12s} {'side':22s} {'loop s':>8s} {'ratio':>6s}  same removal counts  loss windows")
+    print(f"{'vocabulary':12s} {'side':34s} {'loop s':>8s} {'ratio':>6s}  same removal counts  loss windows")
     summary = {}
     for vocab, by_side in results.items():
         reference_s = statistics.median(run["seconds"] for run in by_side["reference"])
@@ -235,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
             seconds = statistics.median(run["seconds"] for run in runs)
             same = all(run["removed"] == reference["removed"] for run in runs)
             curve = " ".join(f"{value:.2f}" for value in windows(runs[0]["losses"]))
-            print(f"{vocab:12s} {side:22s} {seconds:8.1f} {reference_s / seconds:5.2f}x  {str(same):19s}  {curve}")
+            print(f"{vocab:12s} {side:34s} {seconds:8.1f} {reference_s / seconds:5.2f}x  {str(same):19s}  {curve}")
             summary[f"{vocab}/{side}"] = {"seconds": [run["seconds"] for run in runs], "same_removal_counts": same}
     (args.work_dir / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
 

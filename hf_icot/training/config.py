@@ -166,6 +166,14 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "vocabulary. Used where it is exact (checked on the first batch); otherwise, or when off, every position."
         },
     )
+    fused_gelu: bool = field(
+        default=True,
+        metadata={
+            "help": "Run GPT-2's tanh GELU (gelu_new, gelu_fast: seven tensor operations in Python) as torch's "
+            "one-kernel gelu(approximate='tanh'): the same function to float rounding, one pass over the MLP's "
+            "activations instead of seven. The saved model is unchanged."
+        },
+    )
     decay_all_parameters: bool = field(
         default=False,
         metadata={

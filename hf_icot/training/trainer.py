@@ -11,6 +11,9 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   (``sequence``).
 * **Logits only where a label is** (``labelled_logits_only``, :mod:`hf_icot.training.labelled_loss`): the output
   layer and the loss run at the positions whose next token is labelled, the same loss as the full computation.
+* **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.training.fused_gelu`): the Python tanh GELU
+  becomes torch's fused one, the same function to float rounding; and a right-padded batch no label reads loses its
+  attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
   cleared; the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
@@ -53,6 +56,7 @@ from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
 from hf_icot.training.causal_mask import without_needless_mask
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
 from hf_icot.training.latent import LatentMethodMixin
@@ -186,6 +190,8 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         self._rendered_examples = 0
         self._last_step = 0
         self.stage_metrics: dict[int, dict[str, float]] = {}
+        if args.fused_gelu and isinstance(model, torch.nn.Module):
+            fuse_tanh_gelu(model)  # no weights change: before or after wrapping alike
         if layout.latent and model is not None:  # before the Trainer wraps the model and builds the optimizer
             self._prepare_latent_model(model, processing_class, args.seed, self._max_cot_steps)
         callbacks = [ICoTStateCallback(self), *(callbacks or [])]
@@ -337,6 +343,12 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         if limit is not None and batch["input_ids"].shape[1] > limit:
             batch[SKIP_KEY] = True
             self.skipped_long_batches = getattr(self, "skipped_long_batches", 0) + 1
+
+    def call_model_init(self, trial=None):
+        model = super().call_model_init(trial)
+        if self.args.fused_gelu:
+            fuse_tanh_gelu(model)
+        return model
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         if inputs.pop(SKIP_KEY, False):

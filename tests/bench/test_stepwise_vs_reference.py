@@ -34,3 +34,13 @@ def test_loss_windows_are_means_of_whole_windows(bench) -> None:
 def test_a_folder_without_the_reference_script_is_refused(bench, tmp_path) -> None:
     with pytest.raises(SystemExit):
         bench.parse_args(["--reference-repo", str(tmp_path)])
+
+
+def test_a_lever_side_takes_flag_equals_value(bench, tmp_path, capsys) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("")
+    args = bench.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu=false"])
+    assert args.lever_off == ["fused_gelu=false"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu"])
+    assert "is not FLAG=VALUE" in capsys.readouterr().err
