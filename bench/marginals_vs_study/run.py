@@ -67,7 +67,8 @@ OUR_KINDS = {
     "unembedding": ("lm_head.weight",),
 }
 
-#: run in the study's virtual environment from its checkout: its model at a run's config, parameter by parameter
+#: run in the study's virtual environment from its checkout: its model at a run's config, parameter by parameter. The
+#: checkout is not ours and not installable (its scripts import ``src`` from the checkout's root), hence the path line.
 STUDY_MODEL_PROBE = """
 import json, sys
 sys.path.insert(0, ".")

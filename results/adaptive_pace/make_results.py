@@ -1,6 +1,6 @@
 """Tables and plots of results/adaptive_pace/ from the committed run records (no training).
 
-python results/adaptive_pace/make_results.py [--runs results/adaptive_pace/runs] [--out results/adaptive_pace]
+python -m results.adaptive_pace.make_results [--runs results/adaptive_pace/runs] [--out results/adaptive_pace]
 
 Every run folder under ``--runs`` holds its command (``run.json`` for the first runs, the harness's ``sweep.json``
 since), ``training_log.json``

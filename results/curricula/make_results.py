@@ -1,6 +1,6 @@
 """The curriculum league table of results/curricula/ from the committed run records (no training).
 
-python results/curricula/make_results.py [--runs results/curricula/runs] [--out results/curricula]
+python -m results.curricula.make_results [--runs results/curricula/runs] [--out results/curricula]
                                          [--ledger results/curricula/claims.csv] [--readme results/curricula/README.md]
 
 Every run folder under ``--runs`` is one (task, curriculum, seed) of ``runs.yaml``, named ``<task>_<curriculum>_s<seed>``,

@@ -1,6 +1,6 @@
 """The Hessian of the training loss around the transition τ of one marginals run (claim 4: the plateau is a saddle).
 
-    python results/marginals/hessian_around_tau.py --run outputs/marginals/bz_k10_nb100_lr1e-3_bs128_s0
+    python -m results.marginals.hessian_around_tau --run outputs/marginals/bz_k10_nb100_lr1e-3_bs128_s0
 
 The run must have kept checkpoints (``--save_strategy steps``). At the checkpoints nearest each ``--points``
 fraction of τ it measures, on a fixed batch of the run's diagnostic examples: the top and bottom Hessian

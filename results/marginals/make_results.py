@@ -1,7 +1,7 @@
 """Tables, plots and the ledger's verdicts of results/marginals/ from the run records the harness keeps.
 
     python -m hf_icot.studies run results/marginals     # the runs of runs.yaml still missing
-    python results/marginals/make_results.py --runs results/marginals/runs --out results/marginals
+    python -m results.marginals.make_results --runs results/marginals/runs --out results/marginals
 
 Every folder under ``--runs`` holding ``run.json`` is one run (``results/marginals/train.py``); what it was
 (direction, K, n_b, optimiser and its schedule, seed, set-up) is read from its records, never from its name. Writes:
@@ -26,8 +26,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from marginals_claims import c1_plateau, c2_tau_flat_in_k, c3_exponent, c4_noise, c7_direction, schedules, select
-from marginals_mechanism import (
+from hf_icot.studies.claims import update_ledger
+from hf_icot.studies.report import write_table
+from results.marginals.marginals_claims import (
+    c1_plateau,
+    c2_tau_flat_in_k,
+    c3_exponent,
+    c4_noise,
+    c7_direction,
+    schedules,
+    select,
+)
+from results.marginals.marginals_mechanism import (
     ablation_table,
     c5_claim,
     c6_claim,
@@ -36,7 +46,7 @@ from marginals_mechanism import (
     hessian_table,
     routing_table,
 )
-from marginals_plots import (
+from results.marginals.marginals_plots import (
     plot_collective,
     plot_direction,
     plot_dz_attention,
@@ -51,10 +61,7 @@ from marginals_plots import (
     plot_tau_vs_k,
     plot_training_ablation,
 )
-from marginals_runs import load_run, point_cells, points, summarise
-
-from hf_icot.studies.claims import update_ledger
-from hf_icot.studies.report import write_table
+from results.marginals.marginals_runs import load_run, point_cells, points, summarise
 
 #: the figures ``points.csv`` aggregates over seeds
 POINT_FIGURES = ("tau", "plateau_candidate_over_log_k", "plateau_candidate_minus_log_k", "drop_width_over_tau",

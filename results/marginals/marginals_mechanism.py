@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from marginals_runs import midpoint_onset, removed_heads, series, share_switched_at
 
 from hf_icot.studies.statistics import difference, summarize
+from results.marginals.marginals_runs import midpoint_onset, removed_heads, series, share_switched_at
 
 #: the least rise of selector attention (attention mass, step 0 to the last measurement) that counts as routing z
 MIN_RISE = 0.15

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from marginals_claims import select, values
-from marginals_runs import SOLVED_LOSS, series, share_switched_at, switch_steps, variant
 
 from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import summarize
+from results.marginals.marginals_claims import select, values
+from results.marginals.marginals_runs import SOLVED_LOSS, series, share_switched_at, switch_steps, variant
 
 plt = pyplot()
 

@@ -1,6 +1,6 @@
 """The methods league of results/methods/ from the committed run records (no training).
 
-python results/methods/make_results.py [--runs results/methods/runs] [--out results/methods]
+python -m results.methods.make_results [--runs results/methods/runs] [--out results/methods]
                                        [--ledger results/methods/claims.csv] [--readme results/methods/README.md]
 
 The league has two tasks (:data:`TASKS`). Every run folder under ``--runs`` is one (task, method, seed) of
@@ -38,8 +38,6 @@ import argparse
 import math
 from pathlib import Path
 
-from league_tasks import INTERNALIZING, METHODS, PREMISE, TASKS  # this folder's module
-
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import (
@@ -57,6 +55,7 @@ from hf_icot.studies.report import (
 )
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
+from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, TASKS
 
 HERE = Path(__file__).resolve().parent
 

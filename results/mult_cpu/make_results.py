@@ -1,6 +1,6 @@
 """Issue 22 part 2's screens on 3x3 multiplication and M2's 4x4 attempt, from the committed run records (no training).
 
-python results/mult_cpu/make_results.py [--runs results/mult_cpu/runs] [--out results/mult_cpu]
+python -m results.mult_cpu.make_results [--runs results/mult_cpu/runs] [--out results/mult_cpu]
                                         [--ledger results/mult_cpu/claims.csv] [--readme results/mult_cpu/README.md]
 
 The runs are named like the league's (``mult3x3_<curriculum>_s<seed>``, ``mult4x4_...``) and read by its kit

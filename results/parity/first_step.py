@@ -8,7 +8,7 @@ different scores (the attention between them is uneven, so its output is not the
 another position at or above a child. Writes ``first_step.csv`` / ``.md`` (one row per seed and node that is not
 exact, plus a summary row per seed).
 
-    python results/parity/first_step.py --seeds 0 1 2 3 --out results/parity
+    python -m results.parity.first_step --seeds 0 1 2 3 --out results/parity
 """
 
 from __future__ import annotations

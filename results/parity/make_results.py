@@ -1,7 +1,7 @@
 """Tables, plots and verdicts of results/parity/ (second round) from the run records the harness keeps.
 
     python -m hf_icot.studies run results/parity     # the runs of runs.yaml still missing
-    python results/parity/make_results.py            # this folder's tables, plots and claims.csv, from runs/
+    python -m results.parity.make_results            # this folder's tables, plots and claims.csv, from runs/
 
 A run's group is its name without the seed (``a_paper_log_icot_s3`` -> ``a_paper_log_icot``). Writes ``seeds.csv`` /
 ``.md`` (per group: seeds, successes, implicit and explicit answer EM with 95% intervals), ``children.csv`` / ``.md``
@@ -20,10 +20,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from parity_budget import GROUPS as BUDGET_GROUPS
-from parity_budget import budget_rows, plot_budget, verdict_b5
-from parity_plots import plot_attention, plot_losses
-
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import (
@@ -34,6 +30,9 @@ from hf_icot.studies.report import (
 )
 from hf_icot.studies.statistics import difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
+from results.parity.parity_budget import GROUPS as BUDGET_GROUPS
+from results.parity.parity_budget import budget_rows, plot_budget, verdict_b5
+from results.parity.parity_plots import plot_attention, plot_losses
 
 HERE = Path(__file__).resolve().parent
 SUCCESS = 0.99  # test implicit answer EM of a successful seed (B1, A8-parity)

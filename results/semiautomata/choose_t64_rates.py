@@ -2,7 +2,7 @@
 with the best seed-0 implicit ID on test (the first of the grid on a tie); seeds 1 and 2 of it are added to
 runs.yaml (a comment with the screen's scores above the entry), and the harness patterns of those runs are printed.
 
-    python results/semiautomata/choose_t64_rates.py results/semiautomata
+    python -m results.semiautomata.choose_t64_rates results/semiautomata
 
 A shape whose three screen runs are not all recorded gets no choice (said on stderr). ``gpu_t64.sh`` calls this
 between its two phases.

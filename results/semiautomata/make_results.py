@@ -1,7 +1,7 @@
 """Tables, plots and the README of results/semiautomata/ from the run records the harness keeps.
 
     python -m hf_icot.studies run results/semiautomata   # the runs of runs.yaml still missing
-    python results/semiautomata/make_results.py --runs results/semiautomata/runs --out results/semiautomata
+    python -m results.semiautomata.make_results --runs results/semiautomata/runs --out results/semiautomata
 
 Every folder under ``--runs`` holding ``eval_results.json`` is one run; what it was (automaton, T, regime, depth,
 width, seed) is read from the records recipes/semiautomata.py leaves (``task_args.json``, ``schedule.json``,
@@ -18,9 +18,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import semiautomata_claims as second_claims
-import semiautomata_regime as regime
-from semiautomata_plots import (
+from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
+from hf_icot.studies.claims import WITHDRAWN, update_ledger, write_readme_verdicts
+from hf_icot.studies.report import fmt, read_json, write_table
+from results.semiautomata import semiautomata_claims as second_claims
+from results.semiautomata import semiautomata_regime as regime
+from results.semiautomata.semiautomata_plots import (
     plot_curriculum_stages,
     plot_end_to_end,
     plot_groups,
@@ -28,7 +31,7 @@ from semiautomata_plots import (
     plot_probe_profiles,
     plot_probes,
 )
-from semiautomata_runs import (
+from results.semiautomata.semiautomata_runs import (
     BASE,
     COMPOSITES,
     GOOD,
@@ -46,10 +49,6 @@ from semiautomata_runs import (
     seeds_of,
     select,
 )
-
-from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
-from hf_icot.studies.claims import WITHDRAWN, update_ledger, write_readme_verdicts
-from hf_icot.studies.report import fmt, read_json, write_table
 
 
 def _verdict(agree: bool | None, disagree: bool | None) -> str:

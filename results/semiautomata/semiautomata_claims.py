@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
-
 from hf_icot.studies.claims import knife_edge
 from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import Summary, difference
+from results.semiautomata.semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
 
 PREFIX = "claim_"
 #: exploratory runs (``pilot_...``): tabled beside the claims, never read by a rule

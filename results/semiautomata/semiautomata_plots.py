@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from semiautomata_runs import (
+
+from hf_icot.studies.report import fmt, pyplot
+from results.semiautomata.semiautomata_runs import (
     BASE,
     OOD_LABEL,
     REGIME_ORDER,
@@ -20,8 +22,6 @@ from semiautomata_runs import (
     own_mode,
     select,
 )
-
-from hf_icot.studies.report import fmt, pyplot
 
 plt = pyplot()
 

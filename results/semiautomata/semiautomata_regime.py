@@ -10,10 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
-
 from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import Summary, difference
+from results.semiautomata.semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
 
 PREFIX = "regime_"
 #: rule R (claims.csv): full CoT near-perfect, end to end at least this far below it

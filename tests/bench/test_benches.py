@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BENCHES = sorted((REPO / "bench").glob("*.py"))
+BENCHES = sorted(path for path in (REPO / "bench").glob("*.py") if path.name != "__init__.py")
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 #: The tiny case of each bench: a few examples, steps and repeats of a model a few units wide.
 TINY = {

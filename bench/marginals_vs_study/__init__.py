@@ -1,0 +1,1 @@
+"""The marginals study's own code beside our results/marginals/train.py (run.py)."""

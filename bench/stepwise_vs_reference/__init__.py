@@ -1,0 +1,1 @@
+"""The stepwise-ICoT reference's training loop beside our recipe (run.py)."""

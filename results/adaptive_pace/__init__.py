@@ -1,0 +1,1 @@
+"""The adaptive-pace study: the adaptive schedule against fixed paces (README.md)."""

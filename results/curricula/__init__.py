@@ -1,0 +1,1 @@
+"""The curriculum league study: its table, curves and verdicts (README.md)."""

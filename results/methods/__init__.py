@@ -1,0 +1,1 @@
+"""The methods league study: every way to internalize a CoT on two tasks (README.md)."""

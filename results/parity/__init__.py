@@ -1,0 +1,1 @@
+"""The parity study: the theory models' training script and analysis (README.md)."""
