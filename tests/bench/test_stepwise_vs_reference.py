@@ -4,43 +4,34 @@ of training, so it is never run here."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.recipes.conftest import load_script
-
-RUN = Path(__file__).resolve().parents[2] / "bench" / "stepwise_vs_reference" / "run.py"
+from bench.stepwise_vs_reference import run
 
 
-@pytest.fixture(scope="module")
-def bench():
-    return load_script(RUN, "stepwise_vs_reference_run")
-
-
-def test_removal_counts_follow_the_reference_s_printed_increments(bench) -> None:
+def test_removal_counts_follow_the_reference_s_printed_increments() -> None:
     stdout = (
         "Epoch 0. Scheduled to remove: 0\n -epoch 0. step 3. removing: 1\n"
         "Step: 4. PPL: 9\n -epoch 0. step 6. removing: 2\n"
     )
-    assert bench.scheduled_removals(stdout, 8) == [0, 0, 0, 1, 1, 1, 2, 2]
-    assert bench.scheduled_removals("no increments", 3) == [0, 0, 0]
+    assert run.scheduled_removals(stdout, 8) == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert run.scheduled_removals("no increments", 3) == [0, 0, 0]
 
 
-def test_loss_windows_are_means_of_whole_windows(bench) -> None:
-    assert bench.windows([1.0] * 25 + [3.0] * 25 + [9.0] * 10) == [1.0, 3.0]
+def test_loss_windows_are_means_of_whole_windows() -> None:
+    assert run.windows([1.0] * 25 + [3.0] * 25 + [9.0] * 10) == [1.0, 3.0]
 
 
-def test_a_folder_without_the_reference_script_is_refused(bench, tmp_path) -> None:
+def test_a_folder_without_the_reference_script_is_refused(tmp_path) -> None:
     with pytest.raises(SystemExit):
-        bench.parse_args(["--reference-repo", str(tmp_path)])
+        run.parse_args(["--reference-repo", str(tmp_path)])
 
 
-def test_a_lever_side_takes_flag_equals_value(bench, tmp_path, capsys) -> None:
+def test_a_lever_side_takes_flag_equals_value(tmp_path, capsys) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("")
-    args = bench.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu=false"])
+    args = run.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu=false"])
     assert args.lever_off == ["fused_gelu=false"]
     with pytest.raises(SystemExit):
-        bench.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu"])
+        run.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu"])
     assert "is not FLAG=VALUE" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """Build the trained tiny models that tests/hf_icot/test_generation_equivalence.py generates with.
 
-    PYTHONPATH=. python tests/hf_icot/build_generation_fixture.py
+    python -m tests.hf_icot.build_generation_fixture   # from the repository root
 
 Two 2-layer GPT-2s (32 wide, 32 positions) trained with ICoTTrainer on counting questions of 4 to 6 letters (mixed
 lengths, so generation batches are left-padded), with a token mixture, length hints and ``keep_position``: one removes
@@ -12,18 +12,15 @@ not give the same weights. Rebuilding changes the weights, so re-record the test
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import datasets
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from hf_icot.data.tokenization import build_word_level_tokenizer  # noqa: E402
-from hf_icot.training.config import ICoTConfig  # noqa: E402
-from hf_icot.training.trainer import ICoTTrainer  # noqa: E402
-from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2  # noqa: E402
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.training.config import ICoTConfig
+from hf_icot.training.trainer import ICoTTrainer
+from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
 FIXTURE = Path(__file__).resolve().parent / "generation_fixture"
 LENGTHS = (4, 5, 6)

@@ -74,9 +74,9 @@ def test_the_recipe_answers_help_without_importing_torch(cache):
     parse_recipe_args(VALID)
     script = (
         "import runpy, sys\n"
-        f"sys.argv = ['icot_gpt2.py', '--help']\n"
+        "sys.argv = ['icot_gpt2.py', '--help']\n"
         "try:\n"
-        f"    runpy.run_path({str(REPO / 'recipes' / 'icot_gpt2.py')!r}, run_name='__main__')\n"
+        "    runpy.run_module('recipes.icot_gpt2', run_name='__main__', alter_sys=True)\n"
         "except SystemExit as stop:\n"
         "    print('exit', stop.code)\n"
         "print('torch imported:', 'torch' in sys.modules, 'datasets imported:', 'datasets' in sys.modules)\n"

@@ -8,16 +8,18 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-SCRIPT = Path(__file__).with_name("train_tiny_icot.py")
+from tests.hf_icot.train_tiny_icot import COMMAND
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def launch_two_processes(out, *flags):
     # `--cpu --num_processes 2` would start a single process; `--multi_gpu` with use_cpu=True starts two on gloo.
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", str(SCRIPT), str(out), *flags,
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *COMMAND, str(out), *flags,
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 0, done.stderr[-3000:]
 
 

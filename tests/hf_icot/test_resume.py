@@ -10,15 +10,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.hf_icot.train_tiny_icot import build_trainer
+from tests.hf_icot.train_tiny_icot import COMMAND, build_trainer
 
-SCRIPT = Path(__file__).with_name("train_tiny_icot.py")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def launch(out: Path, *flags: str) -> subprocess.Popen:
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "stdout.txt").open("w")
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(out), *flags], stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, *COMMAND, str(out), *flags], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
+    )
 
 
 def schedule_log(out: Path) -> dict[int, dict]:

@@ -1,7 +1,8 @@
-"""Train a tiny GPT-2 with ICoTTrainer on the counting task; launched by the resume and multi-process tests.
+"""Train a tiny GPT-2 with ICoTTrainer on the counting task; launched by the resume and multi-process tests
+from the repository root.
 
-    python tests/hf_icot/train_tiny_icot.py OUT [--max_steps N] [--kill_at_step K] [--resume CHECKPOINT]
-    accelerate launch --multi_gpu --num_processes 2 tests/hf_icot/train_tiny_icot.py OUT
+    python -m tests.hf_icot.train_tiny_icot OUT [--max_steps N] [--kill_at_step K] [--resume CHECKPOINT]
+    accelerate launch --multi_gpu --num_processes 2 -m tests.hf_icot.train_tiny_icot OUT
 
 Everything (data, tokenizer, initial weights) is rebuilt from fixed seeds, so separate runs are comparable. Each
 process appends one JSON line per optimizer step to ``OUT/schedule-rank<r>.jsonl`` (the step, stage, scheduled
@@ -30,15 +31,15 @@ import torch
 from safetensors.torch import save_file
 from transformers import TrainerCallback
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from hf_icot.curriculum.layout import LATENT_TOKENS
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.errors import RunStopped
+from hf_icot.training.config import ICoTConfig
+from hf_icot.training.trainer import ICoTTrainer
+from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 
-from hf_icot.curriculum.layout import LATENT_TOKENS  # noqa: E402
-from hf_icot.data.tokenization import build_word_level_tokenizer  # noqa: E402
-from hf_icot.errors import RunStopped  # noqa: E402
-from hf_icot.training.config import ICoTConfig  # noqa: E402
-from hf_icot.training.trainer import ICoTTrainer  # noqa: E402
-from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2  # noqa: E402
-
+#: how a test starts this script, after ``sys.executable`` or ``accelerate launch`` and before its arguments
+COMMAND = ["-m", "tests.hf_icot.train_tiny_icot"]
 WATCHED_IDS = list(range(6))
 
 

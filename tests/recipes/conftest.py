@@ -4,39 +4,19 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 
+from recipes import icot_gpt2
 from tests.hub_server import loopback_hub  # noqa: F401  (a fixture of the push tests)
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "recipes" / "icot_gpt2.py"
 #: 2x2 multiplication: short sequences, so a run of a few steps takes seconds.
 TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 48, "validation_size": 8, "test_size": 8, "seed": 0}
-
-
-def load_script(path: Path, name: str) -> ModuleType:
-    """A script of the repository (a recipe, a study's script, a bench: not part of a package) as the module
-    ``name``, loaded once: the one place the tests import a file by its path."""
-    if name not in sys.modules:
-        if str(path.parent) not in sys.path:  # its sibling modules, as running it as a script finds them
-            sys.path.insert(0, str(path.parent))
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-def load_recipe() -> ModuleType:
-    """recipes/icot_gpt2.py as a module."""
-    return load_script(RECIPE, "icot_gpt2_recipe")
 
 
 def recipe_args(model: Path | str, output_dir: Path, *extra: str, task_args: dict | None = None) -> list[str]:
@@ -67,9 +47,8 @@ def recipe_args(model: Path | str, output_dir: Path, *extra: str, task_args: dic
 
 def run_recipe(argv: list[str]) -> dict[str, float]:
     """Parse ``argv`` as the command line of the recipe and run it in this process; returns its metrics."""
-    recipe = load_recipe()
     torch.set_num_threads(1)
-    return recipe.main(*recipe.parse_args(argv))
+    return icot_gpt2.main(*icot_gpt2.parse_args(argv))
 
 
 def multiplication_texts(a_digits: int = 2, b_digits: int = 2) -> list[str]:

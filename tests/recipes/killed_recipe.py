@@ -1,14 +1,15 @@
 """Run a recipe (``recipes/icot_gpt2.py`` unless ``--recipe`` names another) as its own ``__main__``, SIGKILLing the
-process at a chosen moment; launched by the resume tests.
+process at a chosen moment; launched by the resume tests, from the repository root.
 
-    python tests/recipes/killed_recipe.py step N RECIPE_ARGS...         # as optimizer step N + 1 begins
-    python tests/recipes/killed_recipe.py checkpoint N RECIPE_ARGS...   # while checkpoint-N is being written
-    python tests/recipes/killed_recipe.py final_model 0 RECIPE_ARGS...  # halfway through writing model.safetensors
-    python tests/recipes/killed_recipe.py --recipe results/marginals/train.py step N RECIPE_ARGS...
-    python tests/recipes/killed_recipe.py sigterm N RECIPE_ARGS...      # SIGTERM to itself as step N + 1 begins
-    python tests/recipes/killed_recipe.py sigusr1 N RECIPE_ARGS...      # the same with SIGUSR1
-    python tests/recipes/killed_recipe.py hold N RECIPE_ARGS...         # wait as step N + 1 begins (see below)
-    python tests/recipes/killed_recipe.py sigterm_group evaluation RECIPE_ARGS...  # after training (see below)
+    python -m tests.recipes.killed_recipe step N RECIPE_ARGS...         # as optimizer step N + 1 begins
+    python -m tests.recipes.killed_recipe checkpoint N RECIPE_ARGS...   # while checkpoint-N is being written
+    python -m tests.recipes.killed_recipe final_model 0 RECIPE_ARGS...  # halfway through writing model.safetensors
+    python -m tests.recipes.killed_recipe --recipe results/marginals/train.py step N RECIPE_ARGS...
+    python -m tests.recipes.killed_recipe sigterm N RECIPE_ARGS...      # SIGTERM to itself as step N + 1 begins
+    python -m tests.recipes.killed_recipe sigusr1 N RECIPE_ARGS...      # the same with SIGUSR1
+    python -m tests.recipes.killed_recipe hold N RECIPE_ARGS...         # wait as step N + 1 begins (see below)
+    python -m tests.recipes.killed_recipe sigterm_group evaluation RECIPE_ARGS...  # after training (see below)
+    accelerate launch ... -m tests.recipes.killed_recipe step N RECIPE_ARGS...    # the same on each process
 
 ``step`` kills once N steps are done (every checkpoint up to N is written), for any ``Trainer``; ``checkpoint`` kills
 after the model, optimizer and scheduler of checkpoint-N are on disk but before its RNG state and
@@ -30,8 +31,15 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-RECIPE = REPO / "recipes" / "icot_gpt2.py"
+#: how a test starts this script, after ``sys.executable`` or ``accelerate launch`` and before its arguments
+COMMAND = ["-m", "tests.recipes.killed_recipe"]
+RECIPE = "recipes/icot_gpt2.py"
+
+
+def recipe_module(script: str) -> str:
+    """The module of a recipe given by its path from the repository root: ``results/parity/train.py`` is
+    ``results.parity.train``."""
+    return ".".join(Path(script).with_suffix("").parts)
 
 
 def kill() -> None:
@@ -144,10 +152,9 @@ def signal_group_after_training(moment: str) -> None:
 
 
 if __name__ == "__main__":
-    arguments = sys.argv[1:]
+    recipe, arguments = RECIPE, sys.argv[1:]
     if arguments[0] == "--recipe":
-        RECIPE, arguments = REPO / arguments[1], arguments[2:]
-    sys.path.insert(0, str(RECIPE.parent))  # the recipe's sibling modules, as running it as a script puts them
+        recipe, arguments = arguments[1], arguments[2:]
     moment, at, *recipe_argv = arguments
     if moment == "sigterm_group":
         signal_group_after_training(at)
@@ -161,5 +168,7 @@ if __name__ == "__main__":
         "hold": hold_at_step,
         "sigterm_group": lambda _: None,
     }[moment](int(at))
-    sys.argv = [str(RECIPE), *recipe_argv]
-    runpy.run_path(str(RECIPE), run_name="__main__")
+    sys.argv = [str(REPO / recipe), *recipe_argv]
+    # alter_sys, as running the file does: the recipe is sys.modules["__main__"] while it runs, where its dataclasses
+    # resolve their annotations
+    runpy.run_module(recipe_module(recipe), run_name="__main__", alter_sys=True)

@@ -6,6 +6,7 @@ its own, longer tests of the same (test_recipe_resume.py)."""
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import os
 import signal
@@ -17,9 +18,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.recipes.conftest import REPO, load_script
+from tests.recipes.conftest import REPO
+from tests.recipes.killed_recipe import COMMAND as KILLED_RECIPE
+from tests.recipes.killed_recipe import recipe_module
 
-KILLED_RECIPE = Path(__file__).with_name("killed_recipe.py")
 SAVE = ["--save_strategy", "steps", "--save_steps", "2", "--logging_steps", "1", "--report_to", "none",
         "--disable_tqdm", "true", "--seed", "0"]  # fmt: skip
 PARITY_A = [
@@ -55,12 +57,6 @@ RECIPES = {  # name -> (the script, from the repository root; its arguments)
 }
 
 
-def module_name(script: str) -> str:
-    """The name a test loads ``script`` under: ``semiautomata_recipe``, ``parity_recipe`` (results/parity/train.py)."""
-    path = Path(script)
-    return f"{path.stem if path.parent.name == 'recipes' else path.parent.name}_recipe"
-
-
 def command(script: str, argv: list[str], output: Path, *extra: str) -> list[str]:
     return [*argv, *SAVE, "--output_dir", str(output), *extra]
 
@@ -90,7 +86,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_weights(uninterrupted: tuple[
     name, whole = uninterrupted
     script, argv = RECIPES[name]
     output = tmp_path / "run"
-    killed = run([str(KILLED_RECIPE), "--recipe", script, "step", "5", *command(script, argv, output)])
+    killed = run([*KILLED_RECIPE, "--recipe", script, "step", "5", *command(script, argv, output)])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     resumed = run([str(REPO / script), *command(script, argv, output, "--resume_from_checkpoint", "true")])
@@ -112,7 +108,7 @@ def test_a_new_run_into_a_folder_holding_another_run_is_refused(name: str, tmp_p
     (output / "checkpoint-4").mkdir(parents=True)
     (output / "model.safetensors").write_bytes(b"an earlier run's weights")
     before = sorted(p.name for p in output.rglob("*"))
-    recipe = load_script(REPO / script, module_name(script))
+    recipe = importlib.import_module(recipe_module(script))
     parse = getattr(recipe, "parse_args", None) or (
         lambda args: recipe.parse_config((recipe.MarginalsArguments, recipe.RunArguments), args)
     )

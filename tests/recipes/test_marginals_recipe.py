@@ -13,15 +13,11 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from hf_icot.training.command_line import parse_config
-from tests.recipes.conftest import load_script
+from results.marginals import train as marginals_train
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = REPO / "results" / "marginals" / "configs"
 TINY_MODEL = {"n_layer": 2, "n_head": 2, "n_embd": 32, "n_inner": 64}
-
-
-def _recipe():
-    return load_script(REPO / "results" / "marginals" / "train.py", "marginals_recipe")
 
 
 def _args(tmp_path: Path, *extra: str) -> list[str]:
@@ -38,11 +34,11 @@ def _args(tmp_path: Path, *extra: str) -> list[str]:
 def _parse(argv: list[str]):
     from hf_icot.training.config import RunArguments
 
-    return parse_config((_recipe().MarginalsArguments, RunArguments), argv)
+    return parse_config((marginals_train.MarginalsArguments, RunArguments), argv)
 
 
 def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
-    record = _recipe().main(*_parse(_args(tmp_path)))
+    record = marginals_train.main(*_parse(_args(tmp_path)))
     run = tmp_path / "run"
     assert record == json.loads((run / "run.json").read_text())
     assert (record["k"], record["n_bases"], record["dataset_size"]) == (3, 12, 36)
@@ -72,7 +68,7 @@ def test_a_few_steps_write_the_run_folder(tmp_path: Path) -> None:
 
 
 def test_a_head_removed_during_training_is_recorded_and_costs_nothing_in_the_final_model(tmp_path: Path) -> None:
-    record = _recipe().main(*_parse(_args(tmp_path, "--ablate_heads", "1:1", "--ablate_from_step", "3")))
+    record = marginals_train.main(*_parse(_args(tmp_path, "--ablate_heads", "1:1", "--ablate_from_step", "3")))
     assert (record["diagnostics"]["ablate_heads"], record["diagnostics"]["ablate_from_step"]) == (["1:1"], 3)
     zero = json.loads((tmp_path / "run" / "ablation.json").read_text())["zero"]
     assert zero[1][1] == pytest.approx(0.0, abs=1e-12), "the saved model no longer reads head (1, 1)"
@@ -107,7 +103,7 @@ def test_a_to_b_runs_without_selector_measurements_and_stops_below_the_loss(tmp_
     task = json.dumps({"n_bases": 8, "k": 3, "direction": "a_to_b", "distinct_first_chars": False})
     flags = ["--task_args", task, "--measurements", "group_accuracy", "--max_steps", "40", "--logging_steps", "2",
              "--stop_below_loss", "1e6"]  # fmt: skip
-    record = _recipe().main(*_parse(_args(tmp_path) + flags))
+    record = marginals_train.main(*_parse(_args(tmp_path) + flags))
     assert record["task"]["direction"] == "a_to_b" and record["tau"] is None
     assert (record["k"], record["n_bases"], record["dataset_size"]) == (3, 8, 24)
     assert record["max_steps"] == 2 + 5 * 2, "stopped 5 logging intervals after the first log (step 2)"
@@ -123,7 +119,7 @@ def test_a_to_b_runs_without_selector_measurements_and_stops_below_the_loss(tmp_
 def test_a_measurement_the_direction_cannot_make_is_refused(tmp_path: Path, direction: str, refused: str) -> None:
     flags = ["--task_args", json.dumps({"n_bases": 8, "k": 3, "direction": direction})]
     with pytest.raises(ValueError, match=rf"^direction '{direction}' cannot measure {refused}"):
-        _recipe().main(*_parse(_args(tmp_path) + flags))
+        marginals_train.main(*_parse(_args(tmp_path) + flags))
     assert not (tmp_path / "run" / "diagnostics.csv").exists()
 
 
@@ -157,7 +153,7 @@ def test_the_study_schedule_config_is_the_same_setting_with_warm_up_cosine_and_c
 )
 def test_bad_input_is_one_sentence_before_training(tmp_path: Path, flags: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _recipe().main(*_parse(_args(tmp_path) + flags))
+        marginals_train.main(*_parse(_args(tmp_path) + flags))
     assert not (tmp_path / "run" / "diagnostics.csv").exists()
 
 
@@ -172,7 +168,7 @@ def test_the_config_holds_the_study_setting() -> None:
     }
     assert (training.learning_rate, training.weight_decay, training.per_device_train_batch_size) == (1e-3, 0.01, 128)
     assert training.lr_scheduler_type == "constant" and training.max_grad_norm == 0.0 and training.warmup_steps == 0
-    assert args.scratch_model == _recipe().STUDY_MODEL
+    assert args.scratch_model == marginals_train.STUDY_MODEL
     assert (args.scratch_model["n_layer"], args.scratch_model["n_embd"], args.scratch_model["n_inner"]) == (
         4,
         128,

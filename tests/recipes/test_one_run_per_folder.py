@@ -24,7 +24,7 @@ def start_held(launch: list[str], output: Path, hold: Path, *extra: str) -> subp
     """The first run, started and waiting as its step 3 begins (until ``hold/release`` exists)."""
     hold.mkdir()
     first = subprocess.Popen(
-        [sys.executable, *launch, str(KILLED_RECIPE), "--recipe", "results/parity/train.py", "hold", "2",
+        [sys.executable, *launch, *KILLED_RECIPE, "--recipe", "results/parity/train.py", "hold", "2",
          *parity_args(output, *extra)],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
@@ -70,7 +70,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_finishes(pro
 
 def test_the_lock_of_a_killed_run_does_not_block_the_next(tmp_path: Path) -> None:
     output = tmp_path / "run"
-    killed = run([str(KILLED_RECIPE), "--recipe", "results/parity/train.py", "step", "3", *parity_args(output)])
+    killed = run([*KILLED_RECIPE, "--recipe", "results/parity/train.py", "step", "3", *parity_args(output)])
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert (output / LOCK_FILE).exists(), "the dead run's lock file stays, naming a process that is gone"
     resumed = run([PARITY, *parity_args(output, "--resume_from_checkpoint", "true")])

@@ -53,7 +53,7 @@ def test_sigterm_saves_the_step_under_way_and_the_resumed_run_ends_bitwise_as_th
 ) -> None:
     output = tmp_path / "run"
     # SIGTERM as step 3 begins: mid-stage (stages end at 2, 4, 6) and off the save schedule (every 2 steps).
-    stopped = run([str(KILLED_RECIPE), "--recipe", "results/parity/train.py", "sigterm", "2", *parity_args(output)])
+    stopped = run([*KILLED_RECIPE, "--recipe", "results/parity/train.py", "sigterm", "2", *parity_args(output)])
     assert stopped.returncode == PREEMPTED_EXIT_STATUS, stopped.stderr[-3000:]
     assert stopped.stderr.strip().splitlines()[-1] == preempted_line(output, "SIGTERM", 3)
     assert sorted(p.name for p in output.iterdir()) == ["checkpoint-2", "checkpoint-3"], "no final model, no stage"
@@ -67,7 +67,7 @@ def test_sigterm_saves_the_step_under_way_and_the_resumed_run_ends_bitwise_as_th
 def test_sigusr1_is_the_preemption_signal_when_configured(tmp_path: Path) -> None:
     output = tmp_path / "run"
     argv = parity_args(output, "--preemption_signals", "SIGUSR1", "--max_steps", "8")
-    stopped = run([str(KILLED_RECIPE), "--recipe", "results/parity/train.py", "sigusr1", "4", *argv])
+    stopped = run([*KILLED_RECIPE, "--recipe", "results/parity/train.py", "sigusr1", "4", *argv])
     assert stopped.returncode == PREEMPTED_EXIT_STATUS, stopped.stderr[-3000:]
     assert stopped.stderr.strip().splitlines()[-1] == preempted_line(output, "SIGUSR1", 5)
     wrong = run([PARITY, *parity_args(tmp_path / "other", "--preemption_signals", "SIGKIL")])
@@ -86,7 +86,7 @@ def test_two_processes_stop_at_the_same_step_when_one_is_signalled_and_resume_bi
     assert result.returncode == 0, result.stderr[-3000:]
     output = tmp_path / "run"
     recipe = ["results/parity/train.py", "sigterm", "2", *parity_args(output, *TWO_PROCESSES)]
-    stopped = run([*LAUNCH_TWO, str(KILLED_RECIPE), "--recipe", *recipe], timeout=600)
+    stopped = run([*LAUNCH_TWO, *KILLED_RECIPE, "--recipe", *recipe], timeout=600)
     # Only the first process got SIGTERM; both stopped after step 3 with a complete checkpoint. Each exits with 75,
     # which the launcher reports as its workers' failure.
     assert stopped.returncode != 0

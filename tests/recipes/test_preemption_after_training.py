@@ -58,7 +58,7 @@ def test_a_finished_run_leaves_no_checkpoint_it_was_not_asked_for(whole: Path) -
 
 
 def stop_after_training(moment: str, model: Path, output: Path) -> None:
-    stopped = run_in_own_session(str(KILLED_RECIPE), "sigterm_group", moment, *recipe_args(model, output))
+    stopped = run_in_own_session(*KILLED_RECIPE, "sigterm_group", moment, *recipe_args(model, output))
     assert stopped.returncode == PREEMPTED_EXIT_STATUS, stopped.stderr[-3000:]
     assert stopped.stderr.strip().splitlines()[-1] == preempted_line(output)
     assert "Traceback" not in stopped.stderr
@@ -123,7 +123,7 @@ def test_two_processes_sigterm_to_the_group_during_evaluation_resume_to_the_unin
     done = run_in_own_session(*LAUNCH_TWO, str(RECIPE), *recipe_args(tiny_gpt2, whole, *two), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     output = tmp_path / "run"
-    stopped = run_in_own_session(*LAUNCH_TWO, str(KILLED_RECIPE), "sigterm_group", "evaluation",
+    stopped = run_in_own_session(*LAUNCH_TWO, *KILLED_RECIPE, "sigterm_group", "evaluation",
                                  *recipe_args(tiny_gpt2, output, *two), timeout=600)  # fmt: skip
     assert stopped.returncode != 0  # the launcher reports its workers' status 75 as their failure
     assert preempted_line(output) in stopped.stderr, stopped.stderr[-3000:]

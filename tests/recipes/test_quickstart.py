@@ -11,13 +11,14 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_icot.training.config import schedule_from_config
-from tests.recipes.conftest import REPO, load_recipe, run_recipe
+from recipes import icot_gpt2
+from tests.recipes.conftest import REPO, run_recipe
 
 QUICKSTART = REPO / "recipes" / "configs" / "quickstart.yaml"
 
 
 def test_quickstart_schedule_full_cot_until_600_then_one_token_every_300_and_none_from_1200() -> None:
-    _, args, _ = load_recipe().parse_args(["--config", str(QUICKSTART)])
+    _, args, _ = icot_gpt2.parse_args(["--config", str(QUICKSTART)])
     schedule = schedule_from_config(args)
     # 19,200 questions / batch 64 = 300 steps per epoch; the parity CoT is 3 tokens (k = 4 secret bits).
     assert args.per_device_train_batch_size == 64 and args.num_train_epochs == 6

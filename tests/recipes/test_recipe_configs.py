@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.recipes.conftest import REPO, load_recipe
+from recipes import icot_gpt2
+from tests.recipes.conftest import REPO
 
 RECIPES = REPO / "recipes"
 YAML_FILES = sorted(p for p in RECIPES.rglob("*") if p.suffix in (".yaml", ".yml"))
@@ -73,8 +74,7 @@ def test_a_config_lives_beside_the_script_that_reads_it(path: Path) -> None:
 
 @pytest.mark.parametrize("path", ICOT_CONFIGS, ids=_relative)
 def test_recipe_config_fills_the_recipe_arguments(path: Path) -> None:
-    recipe = load_recipe()
-    script_args, training_args, model_args = recipe.parse_args(["--config", str(path)])
+    script_args, training_args, model_args = icot_gpt2.parse_args(["--config", str(path)])
     values = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert training_args.output_dir == values["output_dir"] and training_args.schedule == values["schedule"]
     assert script_args.task == values.get("task") and script_args.task_args == values.get("task_args")
@@ -85,10 +85,9 @@ def test_recipe_config_fills_the_recipe_arguments(path: Path) -> None:
 
 
 def test_reference_configs_keep_the_reference_settings() -> None:
-    recipe = load_recipe()
     for size in (4, 5, 7, 9):
         config = str(RECIPES / "configs" / f"icot_gpt2_{size}x{size}.yaml")
-        script_args, args, model_args = recipe.parse_args(["--config", config])
+        script_args, args, model_args = icot_gpt2.parse_args(["--config", config])
         assert model_args.model_name_or_path == "gpt2" and script_args.task_args["a_digits"] == size
         assert (args.remove_per_epoch, args.removal_smoothing_lambda, args.removal_side) == (8, 4.0, "left")
         assert args.reset_optimizer and args.learning_rate == 5e-5 and args.per_device_train_batch_size == 32
@@ -152,9 +151,9 @@ def test_recipe_answers_help_with_every_option(script: Path) -> None:
     else:  # the marginals recipe: its own arguments and the plain TrainingArguments
         from transformers import TrainingArguments
 
-        from tests.recipes.test_marginals_recipe import _recipe
+        from results.marginals import train as marginals_train
 
-        classes = (_recipe().MarginalsArguments, TrainingArguments)
+        classes = (marginals_train.MarginalsArguments, TrainingArguments)
     names = [f.name for cls in classes for f in dataclasses.fields(cls) if f.init]
     missing = [name for name in names if f"--{name}" not in result.stdout]
     assert not missing and "--config" in result.stdout
@@ -205,14 +204,14 @@ def test_flags_override_the_config_and_mappings_merge(tmp_path: Path, spelling: 
     values["task"], values["task_args"] = "multiplication", {"a_digits": 4, "b_digits": 4, "train_size": 80}
     config.write_text(yaml.safe_dump(values))
     argv = [part.replace("{config}", str(config)) for part in spelling] + ["--learning_rate", "3e-4", "--use_peft"]
-    script_args, args, model_args = load_recipe().parse_args(argv)
+    script_args, args, model_args = icot_gpt2.parse_args(argv)
     assert args.learning_rate == 3e-4 and model_args.use_peft
     assert script_args.task_args == {"a_digits": 5, "b_digits": 4, "train_size": 80}
     assert model_args.scratch_model == {**values["scratch_model"], "n_layer": 2}
 
 
 def test_a_mapping_flag_without_a_mapping_in_the_file_is_taken_as_given(tmp_path: Path) -> None:
-    script_args, _, _ = load_recipe().parse_args(
+    script_args, _, _ = icot_gpt2.parse_args(
         ["--task", "parity", "--task_args", '{"k": 3}', "--scratch_model", "{}", "--output_dir", "unused"]
     )
     assert script_args.task_args == {"k": 3}
@@ -229,18 +228,17 @@ def test_a_mapping_flag_without_a_mapping_in_the_file_is_taken_as_given(tmp_path
 )
 def test_inconsistent_arguments_say_what_to_give(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        load_recipe().parse_args([*argv, "--output_dir", "unused"])
+        icot_gpt2.parse_args([*argv, "--output_dir", "unused"])
 
 
 def test_config_file_missing_malformed_or_not_a_mapping_is_one_sentence(tmp_path: Path) -> None:
-    recipe = load_recipe()
     missing = tmp_path / "missing.yaml"
     with pytest.raises(ValueError, match=rf"^config file {re.escape(str(missing))} does not exist; give the path"):
-        recipe.parse_args(["--config", str(missing)])
+        icot_gpt2.parse_args(["--config", str(missing)])
     broken = tmp_path / "broken.yaml"
     broken.write_text("task: parity\nschedule: [stepwise\n  lr: 3\n")
     with pytest.raises(ValueError) as caught:
-        recipe.parse_args(["--config", str(broken)])
+        icot_gpt2.parse_args(["--config", str(broken)])
     assert re.fullmatch(
         rf"config file {re.escape(str(broken))} is not valid YAML at line \d+, column \d+ \(.+\); .*",
         str(caught.value),
@@ -249,11 +247,11 @@ def test_config_file_missing_malformed_or_not_a_mapping_is_one_sentence(tmp_path
     listed = tmp_path / "list.yaml"
     listed.write_text("- a\n- b\n")
     with pytest.raises(ValueError, match="holds a list; it must be a mapping of flags"):
-        recipe.parse_args(["--config", str(listed)])
+        icot_gpt2.parse_args(["--config", str(listed)])
 
 
 def test_unknown_config_key_is_named(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text("task: multiplication\nmodel_name_or_path: gpt2\nlearning_rat: 0.1\n")
     with pytest.raises(ValueError, match="learning_rat"):
-        load_recipe().parse_args(["--config", str(config)])
+        icot_gpt2.parse_args(["--config", str(config)])

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.recipes.conftest import TASK_ARGS, load_recipe, multiplication_texts, recipe_args, run_recipe
+from recipes import icot_gpt2
+from tests.recipes.conftest import TASK_ARGS, multiplication_texts, recipe_args, run_recipe
 
 SCRATCH = '{"n_layer": 1, "n_embd": 16, "n_head": 2}'
 
@@ -29,7 +30,7 @@ def _error(argv: list[str]) -> str:
 def _parse_error(argv: list[str]) -> str:
     """The error ``argv`` gets while the recipe parses its arguments (before any data or model)."""
     with pytest.raises(ValueError) as caught:
-        load_recipe().parse_args(argv)
+        icot_gpt2.parse_args(argv)
     message = str(caught.value)
     assert "\n" not in message and message.endswith("."), message
     return message
@@ -283,7 +284,7 @@ def test_bad_choice_on_the_command_line_is_one_line_with_a_pointer_to_help(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     with pytest.raises(SystemExit) as caught:
-        load_recipe().parse_args(_scratch_args(tmp_path / "out", "--schedule", "stepwize"))
+        icot_gpt2.parse_args(_scratch_args(tmp_path / "out", "--schedule", "stepwize"))
     assert caught.value.code == 2
     stderr = capsys.readouterr().err
     assert stderr.count("\n") == 1 and "usage:" not in stderr
@@ -292,7 +293,7 @@ def test_bad_choice_on_the_command_line_is_one_line_with_a_pointer_to_help(
         "'staged', 'log_icot', 'mixture', 'adaptive', 'coconut', 'codi'); see --help."
     )
     with pytest.raises(SystemExit):
-        load_recipe().parse_args(_scratch_args(tmp_path / "out", "--learning_rate", "fast"))
+        icot_gpt2.parse_args(_scratch_args(tmp_path / "out", "--learning_rate", "fast"))
     stderr = capsys.readouterr().err
     assert stderr.rstrip().endswith(
         "error: argument --learning_rate/--learning-rate: invalid float value: 'fast'; see --help."
@@ -302,6 +303,6 @@ def test_bad_choice_on_the_command_line_is_one_line_with_a_pointer_to_help(
 
 def test_scratch_args_without_the_bad_flag_parse(tmp_path: Path) -> None:
     """The baseline of the parametrized cases above: the same command line without the bad value is accepted."""
-    script_args, args, model_args = load_recipe().parse_args(_scratch_args(tmp_path / "out"))
+    script_args, args, model_args = icot_gpt2.parse_args(_scratch_args(tmp_path / "out"))
     assert script_args.task == "multiplication" and json.loads(SCRATCH) == model_args.scratch_model
     assert args.output_dir == str(tmp_path / "out") and not os.path.exists(args.output_dir)

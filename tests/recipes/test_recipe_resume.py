@@ -23,27 +23,28 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from hf_icot.training.run_lock import LOCK_FILE
 from tests.recipes.conftest import RECIPE, REPO, recipe_args, run_recipe
+from tests.recipes.killed_recipe import COMMAND as KILLED_RECIPE
 
-KILLED_RECIPE = Path(__file__).with_name("killed_recipe.py")
 SAVE_EVERY_2 = ["--save_strategy", "steps", "--save_steps", "2"]
 STEPS, STEPS_PER_EPOCH = 12, 3  # recipe_args: 48 examples, 16 per batch, 4 epochs
 LOSS_LINE = re.compile(r"\{'loss': [^}]*'epoch': '([0-9.]+)'\}")  # what Trainer prints at each logged step
 
 
-def run_command(script: Path, *argv: str) -> subprocess.CompletedProcess:
-    """Run ``script`` in a fresh process on one thread, as ``run_recipe`` runs the uninterrupted run in this one.
+def run_command(*command: str | Path) -> subprocess.CompletedProcess:
+    """Run ``command`` (what follows ``python``: a script or ``-m`` and a module, then its arguments) in a fresh
+    process on one thread, as ``run_recipe`` runs the uninterrupted run in this one.
 
     Runs on the same thread count are bitwise equal (measured); a 1-thread and a 2-thread run of the same recipe
     differ by ~3.5e-6 in the weights on some CPUs (the kernels' reduction order), which says nothing of resume."""
     return subprocess.run(
-        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=300, cwd=REPO,
+        [sys.executable, *map(str, command)], capture_output=True, text=True, timeout=300, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
 
 
 def killed(moment: str, at: int, model: Path, output: Path) -> str:
     """Run the recipe, SIGKILLed at ``moment`` (see killed_recipe.py); returns its output."""
-    result = run_command(KILLED_RECIPE, moment, str(at), *recipe_args(model, output, *SAVE_EVERY_2))
+    result = run_command(*KILLED_RECIPE, moment, str(at), *recipe_args(model, output, *SAVE_EVERY_2))
     assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
     return result.stdout + result.stderr
 
@@ -125,7 +126,7 @@ def test_killed_while_writing_a_checkpoint_then_its_final_model_resumes_from_the
 
     # Resumed, and killed again halfway through writing the final model.safetensors.
     middle = run_command(
-        KILLED_RECIPE, "final_model", "0",
+        *KILLED_RECIPE, "final_model", "0",
         *recipe_args(tiny_gpt2, output, *SAVE_EVERY_2, "--resume_from_checkpoint", "true"),
     )  # fmt: skip
     assert middle.returncode == -signal.SIGKILL, middle.stderr[-3000:]

@@ -8,15 +8,15 @@ import csv
 import json
 import re
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 
 from hf_icot.studies.claims import read_ledger, write_ledger
-from tests.recipes.conftest import REPO, load_script
+from recipes import semiautomata
+from results.semiautomata import make_results
+from tests.recipes.conftest import REPO
 
-RECIPE = REPO / "recipes" / "semiautomata.py"
 T = 8
 TASK_ARGS = {"kind": "counter", "modulus": 3, "length": T, "train_size": 96, "test_size": 24, "ood_size": 24}
 SPLITS = ("test", "test_ood_p0_1", "test_ood_p0_9")
@@ -28,12 +28,7 @@ def _written(out: Path) -> str:
     return (out / "README.md").read_text() + (out / "HISTORY.md").read_text()
 
 
-def load_recipe() -> ModuleType:
-    return load_script(RECIPE, "semiautomata_recipe")
-
-
 def run(output_dir: Path, *extra: str, task_args: dict | None = None, model: dict | None = None) -> dict:
-    recipe = load_recipe()
     argv = [
         "--task", "semiautomaton", "--task_args", json.dumps(task_args or TASK_ARGS),
         "--scratch_model", json.dumps(model or MODEL),
@@ -44,7 +39,7 @@ def run(output_dir: Path, *extra: str, task_args: dict | None = None, model: dic
         *extra,
     ]  # fmt: skip
     torch.set_num_threads(1)
-    return recipe.main(*recipe.parse_args(argv))
+    return semiautomata.main(*semiautomata.parse_args(argv))
 
 
 def _json(folder: Path, name: str):
@@ -160,18 +155,13 @@ def test_bad_automaton_split_or_budget_is_one_sentence(tmp_path, task_args, mode
 
 
 def test_another_task_is_refused(tmp_path: Path) -> None:
-    recipe = load_recipe()
     argv = ["--task", "parity", "--scratch_model", "{}", "--output_dir", str(tmp_path / "x"), "--use_cpu"]
     with pytest.raises(ValueError, match="--task 'parity' is not this study's"):
-        recipe.main(*recipe.parse_args(argv))
+        semiautomata.main(*semiautomata.parse_args(argv))
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # results/semiautomata/make_results.py on a fixture of run outputs
-
-
-def _load_make_results() -> ModuleType:
-    return load_script(REPO / "results" / "semiautomata" / "make_results.py", "semiautomata_make_results")
 
 
 def write_fixture_run(runs: Path, name: str, modulus: int, schedule: dict, depth: int, accuracy: dict) -> None:
@@ -225,7 +215,7 @@ def test_make_results_writes_tables_plots_and_verdicts_from_run_folders(tmp_path
     mixture = {**_everywhere(0.97, "hint=0", ood=0.3), **_everywhere(1.0, "hint=16")}
     write_fixture_run(runs, "mix", 7, {"name": "mixture"}, 4, mixture)
 
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
 
     rows = (out / "results.csv").read_text().splitlines()
     assert len(rows) == 1 + 9 and rows[0].startswith("run,automaton,T,regime,depth")
@@ -271,7 +261,7 @@ def test_regime_sweep_table_and_rule_r_choose_the_cheapest_point_where_end_to_en
         _regime_run(runs, "cyclic", 32, "no_cot", seed, 0.20 + 0.01 * seed)
     out.mkdir()
     _the_rules(out)
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
     assert ledger["A2"]["verdict"] == "pending" and ledger["A2"]["ours"].endswith("short of 3 seeds at T = 64")
     for seed in range(3):  # the sweep's last length: end to end still far below
@@ -279,7 +269,7 @@ def test_regime_sweep_table_and_rule_r_choose_the_cheapest_point_where_end_to_en
         _regime_run(runs, "cyclic", 64, "no_cot", seed, 0.18 + 0.01 * seed)
     _the_rules(out)
 
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
 
     regime_rows = list(csv.DictReader((out / "regime.csv").open()))
     assert [(row["automaton"], row["T"]) for row in regime_rows] == [
@@ -352,7 +342,7 @@ def test_second_round_claims_are_read_at_the_chosen_regime_by_their_rules(tmp_pa
     out.mkdir()
     _the_rules(out)
 
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
 
     ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
     assert ledger["R"]["verdict"] == "agree" and ledger["R"]["ours"].startswith("C7 group at T = 16")
@@ -386,7 +376,7 @@ def test_a_withdrawn_claim_stays_withdrawn_in_the_ledger_and_the_readme(tmp_path
     write_ledger(out / "claims.csv", [{**row, "verdict": "withdrawn", "why": why} if row["id"] == "A5" else row
                                       for row in rows])  # fmt: skip
 
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
 
     ledger = {row["id"]: row for row in read_ledger(out / "claims.csv")}
     assert (ledger["A5"]["verdict"], ledger["A5"]["why"], ledger["A5"]["ours"]) == ("withdrawn", why, "")
@@ -401,7 +391,7 @@ def test_a_second_round_claim_short_of_three_seeds_is_pending_with_its_figures(t
     out.mkdir()
     _the_rules(out)
 
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
 
     ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
     assert ledger["A1"]["verdict"] == "agree"  # the regime sweep's own runs have their 3 seeds
@@ -421,7 +411,7 @@ def test_rule_r_waits_while_a_cheaper_point_is_short_of_seeds(tmp_path: Path) ->
     out.mkdir()
     _the_rules(out)
 
-    _load_make_results().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
 
     ledger = {row["id"]: row for row in csv.DictReader((out / "claims.csv").open())}
     assert ledger["R"]["verdict"] == "pending" and "short of 3 seeds: C7 T=16" in ledger["R"]["ours"]

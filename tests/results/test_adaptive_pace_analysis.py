@@ -8,14 +8,10 @@ from pathlib import Path
 import matplotlib.image
 import pytest
 
-from tests.recipes.conftest import load_script
+from results.adaptive_pace import make_results
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH = 64
-
-
-def _analysis():
-    return load_script(REPO / "results/adaptive_pace/make_results.py", "adaptive_pace_analysis")
 
 
 def _write_run(root: Path, name: str, scores: list[float], gone_at: int | None, every: int = 10):
@@ -52,7 +48,7 @@ def records(tmp_path):
 
 
 def test_examples_to_each_bar_and_the_ratio_to_the_best_fixed_pace(records):
-    summary = _analysis().main(["--runs", str(records / "runs"), "--out", str(records / "out")])
+    summary = make_results.main(["--runs", str(records / "runs"), "--out", str(records / "out")])
     mult = summary["mult"]
     rows = {row["run"]: row for row in mult["runs"]}
     assert [row["run"] for row in mult["runs"]] == [
@@ -99,6 +95,6 @@ def test_a_record_missing_a_file_is_named(records):
     with pytest.raises(
         ValueError, match=r"run record .*mult_e2e lacks eval_results\.json; run it again through the harness\."
     ):
-        _analysis().main(["--runs", str(records / "runs"), "--out", str(records / "out")])
+        make_results.main(["--runs", str(records / "runs"), "--out", str(records / "out")])
     with pytest.raises(ValueError, match="no run records under"):
-        _analysis().main(["--runs", str(records / "out"), "--out", str(records / "out2")])
+        make_results.main(["--runs", str(records / "out"), "--out", str(records / "out2")])

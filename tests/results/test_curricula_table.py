@@ -12,14 +12,10 @@ import pytest
 from hf_icot.studies import league
 from hf_icot.studies.claims import read_ledger
 from hf_icot.studies.sweep import RECORD_FILE
-from tests.recipes.conftest import load_script
+from results.curricula import make_results
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH = 64
-
-
-def _analysis():
-    return load_script(REPO / "results/curricula/make_results.py", "curricula_analysis")
 
 
 def _write(root: Path, name: str, seed: int, ems: list[float], final: float, mode: str = "implicit",
@@ -59,14 +55,13 @@ def _records(root: Path) -> None:
 
 def test_the_table_reads_examples_to_90_percent_and_the_ratio(tmp_path):
     _records(tmp_path / "runs")
-    analysis = _analysis()
     rows = {(row["task"], row["curriculum"]): row for row in league.points(league.load_runs(tmp_path / "runs"))}
     assert rows["parity4", "stepwise150"]["to_bar_values"] == [38_400, 44_800, 51_200]
     assert rows["parity4", "stepwise300"]["reached"] == 1 and rows["parity4", "stepwise300"]["to_bar"] is None
     assert rows["parity4", "mixture_hints"]["to_bar_values"] == [32_000] * 3  # hint=0, the fifth measurement
     assert rows["parity4", "stepwise150"]["cot_gone"].mean == 700 * BATCH
     assert rows["parity4", "e2e"]["cot_gone"] is None
-    compared = analysis.comparisons(list(rows.values()))
+    compared = make_results.comparisons(list(rows.values()))
     assert compared["parity4"]["fixed"]["curriculum"] == "stepwise150"  # stepwise300 had a seed short of 90%
     assert compared["parity4"]["ratio"]["ratio"] == pytest.approx(44_800 / 19_200)
     assert 1 < compared["parity4"]["ratio"]["low"] <= 44_800 / 19_200 <= compared["parity4"]["ratio"]["high"]
@@ -81,7 +76,7 @@ def test_the_command_writes_the_tables_plots_and_verdicts(tmp_path):
     _records(tmp_path / "runs")
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/curricula/claims.csv").read_text())
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     verdicts = {row["id"]: row for row in read_ledger(ledger)}
     assert verdicts["L1-parity4"]["verdict"] == "agree" and "2.33" in verdicts["L1-parity4"]["ours"]
     assert verdicts["L1-counter7"]["verdict"] == "inconclusive"  # no adaptive pace reached 90%: no ratio
@@ -100,7 +95,7 @@ def test_the_readme_gets_the_table_in_its_generated_section_and_keeps_its_prose(
     readme.write_text(
         "# League\n\nProse above.\n\n<!-- begin table -->\nan old table\n<!-- end table -->\n\nProse below.\n"
     )
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
     text = readme.read_text()
     before, generated, after = (
         text.split("<!-- begin table -->\n")[0],
@@ -113,7 +108,9 @@ def test_the_readme_gets_the_table_in_its_generated_section_and_keeps_its_prose(
 
     readme.write_text("# League without a generated section\n")
     with pytest.raises(ValueError, match=r"README.md has no section 'table': it needs a line <!-- begin table -->"):
-        _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "fresh"), "--readme", str(readme)])
+        make_results.main(
+            ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "fresh"), "--readme", str(readme)]
+        )
     assert not (tmp_path / "fresh").exists(), "nothing is written when the README has no section for the table"
 
 
@@ -123,7 +120,7 @@ def test_a_task_short_of_three_seeds_is_tabled_apart_from_the_league(tmp_path):
         _write(tmp_path / "runs", f"cyclic7_{name}", 0, [0.14] * 12, 0.14, gone_step=400)
     readme = tmp_path / "README.md"
     readme.write_text("# League\n\n<!-- begin table -->\n<!-- end table -->\n")
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
     league, screen = (tmp_path / "out/table.md").read_text(), (tmp_path / "out/screen.md").read_text()
     assert "| cyclic7 |" not in league and "| parity4 |" in league and "| counter7 |" in league
     assert screen.count("| cyclic7 |") == 2 and "| parity4 |" not in screen
@@ -132,7 +129,7 @@ def test_a_task_short_of_three_seeds_is_tabled_apart_from_the_league(tmp_path):
 
     for name in ("stepwise40", "e2e"):  # once its records are gone, so is the screen's table
         shutil.rmtree(tmp_path / "runs" / f"cyclic7_{name}_s0")
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--readme", str(readme)])
     assert not (tmp_path / "out/screen.md").exists() and "Short of" not in readme.read_text()
 
 
@@ -148,7 +145,7 @@ def test_verdicts_stay_pending_while_a_run_of_the_sweep_has_no_record(tmp_path):
     )
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/curricula/claims.csv").read_text())
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     verdicts = {row["id"]: row for row in read_ledger(ledger)}
     for claim in ("L1-parity4", "L2-parity4"):
         assert verdicts[claim]["verdict"] == "pending"
@@ -226,7 +223,7 @@ def test_seed_zero_settles_what_the_other_seeds_cannot_change(tmp_path, stepwise
     _cyclic7_sweep(tmp_path, curricula + unrun)
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/curricula/claims.csv").read_text())
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     verdicts = {row["id"]: row for row in read_ledger(ledger)}
     assert (verdicts["L1-cyclic7"]["verdict"], verdicts["L2-cyclic7"]["verdict"]) == (l1, l2)
     if l2 == "disagree":

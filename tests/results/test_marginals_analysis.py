@@ -9,17 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.recipes.conftest import load_script
+from results.marginals import hessian_around_tau, make_results
+from results.marginals import train as marginals_train
+from results.marginals.marginals_mechanism import c6_verdict
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _analysis():
-    return load_script(REPO / "results/marginals/make_results.py", "marginals_analysis")
-
-
-def _hessian_script():
-    return load_script(REPO / "results/marginals/hessian_around_tau.py", "hessian_around_tau")
 
 
 def _write_run(root: Path, name: str, *, k: int, n_b: int, tau: float, lr=0.001, batch=128, seed=0,
@@ -109,7 +103,7 @@ def test_tables_plots_and_verdicts_from_the_designed_fixture(runs: Path, tmp_pat
     out = tmp_path / "out"
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/marginals/claims.csv").read_text())
-    rows = _analysis().main(["--runs", str(runs), "--out", str(out), "--ledger", str(ledger)])
+    rows = make_results.main(["--runs", str(runs), "--out", str(out), "--ledger", str(ledger)])
     by_run = {row["run"]: row for row in rows}
     base = by_run["d200_s1"]
     assert base["tau"] == pytest.approx(0.01 * 2000**1.5, abs=0.1), "the crossing interpolated between measurements"
@@ -156,7 +150,7 @@ def test_tables_plots_and_verdicts_from_the_designed_fixture(runs: Path, tmp_pat
 def test_the_mechanism_tables_and_verdicts_from_the_designed_fixture(runs: Path, tmp_path: Path) -> None:
     out, ledger = tmp_path / "out", tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/marginals/claims.csv").read_text())
-    rows = _analysis().main(["--runs", str(runs), "--out", str(out), "--ledger", str(ledger)])
+    rows = make_results.main(["--runs", str(runs), "--out", str(out), "--ledger", str(ledger)])
     assert {r["setup"] for r in rows if r["run"].startswith("c5_")} == {"ablate_l0h1_from0", "ablate_l0h0_from0",
                                                                        *{f"ablate_l0h1_from{round(0.25 * _tau(2000, s))}"
                                                                          for s in (0, 1, 2)}}  # fmt: skip
@@ -192,19 +186,19 @@ def test_no_run_folders_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(
         SystemExit, match=r"holds no run folders with run.json; run `python -m hf_icot.studies run results/marginals`"
     ):
-        _analysis().main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
+        make_results.main(["--runs", str(tmp_path), "--out", str(tmp_path / "out")])
 
 
 def test_hessian_around_tau_on_a_real_tiny_run(tmp_path: Path) -> None:
-    from tests.recipes.test_marginals_recipe import _args, _parse, _recipe
+    from tests.recipes.test_marginals_recipe import _args, _parse
 
     argv = _args(tmp_path, "--save_strategy", "steps", "--save_steps", "2", "--save_only_model", "true")
-    _recipe().main(*_parse(argv))
+    marginals_train.main(*_parse(argv))
     run = tmp_path / "run"
     record = json.loads((run / "run.json").read_text())
     record["tau"] = 4  # a 6-step run has no transition; pretend it had one at step 4
     (run / "run.json").write_text(json.dumps(record))
-    rows = _hessian_script().main(["--run", str(run), "--points", "0.5", "1.5", "--examples", "4", "--tol", "0.1"])
+    rows = hessian_around_tau.main(["--run", str(run), "--points", "0.5", "1.5", "--examples", "4", "--tol", "0.1"])
     assert [row["step"] for row in rows] == [2], "the checkpoint nearest 0.5τ; 1.5τ is the last, the escape end"
     for row in rows:
         assert row["top"] >= row["bottom"] and math.isfinite(row["escape_curvature"]) and row["escape_step"] == 6
@@ -215,7 +209,7 @@ def test_hessian_around_tau_on_a_real_tiny_run(tmp_path: Path) -> None:
 
 def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"holds no checkpoint-\* folders; train the run with --save_strategy steps"):
-        _hessian_script().checkpoints(tmp_path)
+        hessian_around_tau.checkpoints(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -228,9 +222,6 @@ def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
     ],
 )
 def test_c6_reads_the_interval_over_seeds_against_the_studys_band(ratios: dict, verdict: str) -> None:
-    _analysis()  # puts the study's modules on the path
-    from marginals_mechanism import c6_verdict
-
     plateau = [{"seed": seed, "top_over_escape": ratio} for seed, values in ratios.items() for ratio in values]
     found, line = c6_verdict(plateau)
     assert found == verdict and line.startswith("geometric mean per seed s0 ")

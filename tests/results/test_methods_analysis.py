@@ -12,7 +12,7 @@ import pytest
 
 from hf_icot.studies.claims import read_ledger
 from hf_icot.studies.sweep import RECORD_FILE
-from tests.recipes.conftest import load_script
+from results.methods import make_results
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH, MEASUREMENTS = 64, 18  # the league's 1,800 steps of 64, measured every 100
@@ -26,10 +26,6 @@ FINALS = {
     "full_cot": ("explicit", [0.5, 0.6, 0.7]),
     "e2e": ("implicit", [0.5, 0.5, 0.51]),
 }
-
-
-def _analysis():
-    return load_script(REPO / "results/methods/make_results.py", "methods_analysis")
 
 
 def _write(
@@ -82,7 +78,7 @@ def _main(tmp_path: Path, *extra: str) -> dict:
         "--out",
         str(tmp_path / "out"),
     ]
-    return _analysis().main([*folders, *extra])
+    return make_results.main([*folders, *extra])
 
 
 def test_the_table_reads_each_method_in_its_own_mode(tmp_path):
@@ -250,7 +246,7 @@ def test_coconuts_stage_boundaries_are_read_from_its_log_in_examples():
     log = [{"step": 50, "cot/stage": 0}, {"step": 100, "cot/stage": 0}, {"step": 150, "cot/stage": 1}]
     log += [{"step": 100, "cot/stage": 1}, {"step": 200, "train_examples": 12800.0}, {"step": 250, "cot/stage": 2}]
     # a resumed leg logs stage 1 again from step 100: each stage starts at its first logged step
-    assert _analysis().stage_starts({"log": log}) == [6400.0, 16000.0]
+    assert make_results.stage_starts({"log": log}) == [6400.0, 16000.0]
 
 
 def test_a_league_record_of_a_method_the_task_borrows_is_refused(tmp_path):
@@ -262,14 +258,13 @@ def test_a_league_record_of_a_method_the_task_borrows_is_refused(tmp_path):
 def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     from hf_icot.studies.sweep import load_sweep
 
-    analysis = _analysis()
     runs = load_sweep(REPO / "results/methods").runs
     assert sorted({run.seed for run in runs}) == [0, 1, 2]
-    for task in analysis.TASKS.values():
-        own = [method for method in analysis.METHODS if method not in task.borrowed]
+    for task in make_results.TASKS.values():
+        own = [method for method in make_results.METHODS if method not in task.borrowed]
         ran = {run.name.rsplit("_s", 1)[0] for run in runs if run.name.startswith(f"{task.name}_")}
         assert ran <= {f"{task.name}_{method}" for method in own}, task.name
     for run in runs:
         method = run.name.split("_", 1)[1].rsplit("_s", 1)[0]
-        assert run.command[run.command.index("--eval_modes") + 1] == analysis.METHODS[method][1], run.name
-    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * len(analysis.METHODS)
+        assert run.command[run.command.index("--eval_modes") + 1] == make_results.METHODS[method][1], run.name
+    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * len(make_results.METHODS)

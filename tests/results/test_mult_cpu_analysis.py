@@ -10,14 +10,10 @@ import pytest
 
 from hf_icot.studies.claims import read_ledger
 from hf_icot.studies.sweep import RECORD_FILE
-from tests.recipes.conftest import load_script
+from results.mult_cpu import make_results
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH = 64
-
-
-def _analysis():
-    return load_script(REPO / "results/mult_cpu/make_results.py", "mult_cpu_analysis")
 
 
 def _write(
@@ -56,14 +52,13 @@ def _stalling(removed_at_jump: int, tokens: int = 24) -> dict[float, float]:
 def test_the_stall_names_the_cot_token_whose_removal_was_not_absorbed(tmp_path):
     _write(tmp_path / "runs", "mult3x3_stepwise250_base", 0, 0.12, _stalling(14))
     _write(tmp_path / "runs", "mult3x3_e2e", 0, 0.004)
-    analysis = _analysis()
-    runs = {run["curriculum"]: run for run in analysis.league.load_runs(tmp_path / "runs")}
-    stall = analysis.stall(runs["stepwise250_base"])
+    runs = {run["curriculum"]: run for run in make_results.league.load_runs(tmp_path / "runs")}
+    stall = make_results.stall(runs["stepwise250_base"])
     assert stall["largest rise of the end-of-stage loss"] == "removing token 14 (s1[3]): 0.230 -> 0.540"
     assert stall["CoT removed at the end"] == "all 24"
     assert stall["best held-out implicit EM (examples)"] == "0.120 (19,200)"
-    assert analysis.stall(runs["e2e"])["CoT removed at the end"] == "— (no CoT)"
-    assert analysis.COT_TOKENS["mult3x3"][:5] == ["p1[1]", "p1[2]", "p1[3]", "p1[4]", "+"]
+    assert make_results.stall(runs["e2e"])["CoT removed at the end"] == "— (no CoT)"
+    assert make_results.COT_TOKENS["mult3x3"][:5] == ["p1[1]", "p1[2]", "p1[3]", "p1[4]", "+"]
 
 
 @pytest.mark.parametrize(
@@ -85,7 +80,7 @@ def test_m1_needs_three_seeds_of_one_setting_at_90_percent(tmp_path, finals, e2e
     ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
     readme = tmp_path / "README.md"
     readme.write_text("# Screen\n\n<!-- begin table -->\n<!-- end table -->\n\nWhat it says.\n")
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger),
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger),
                       "--readme", str(readme)])  # fmt: skip
     m1 = {row["id"]: row for row in read_ledger(ledger)}["M1"]
     assert m1["verdict"] == verdict and m1["seeds"] == str(len(finals))
@@ -106,7 +101,7 @@ def test_m1_reads_end_to_end_at_the_best_settings_budget(tmp_path, long_e2e, ver
         _write(tmp_path / "runs", "mult3x3_e2e_budget16k", seed, long_e2e, batch=2 * BATCH)
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     m1 = {row["id"]: row for row in read_ledger(ledger)}["M1"]
     assert m1["verdict"] == verdict, m1["ours"]
     assert f"end to end {long_e2e:.3f}" in m1["ours"] and "gap" in m1["ours"]
@@ -136,7 +131,7 @@ def test_the_4x4_chain_is_named_token_by_token_as_the_task_writes_it():
     dataset, _ = build_dataset("multiplication", {"a_digits": 4, "b_digits": 4, "train_size": 3, "validation_size": 1,
                                                   "test_size": 1, "seed": 0})  # fmt: skip
     cot = " ".join(dataset["train"][0]["cot"]).split()
-    names = _analysis().COT_TOKENS["mult4x4"]
+    names = make_results.COT_TOKENS["mult4x4"]
     assert len(names) == len(cot) == 46
     # the separators sit exactly where the task writes them: p1 + p2 ( s1 ) + p3 ( s2 ) + p4
     assert [name for name, token in zip(names, cot, strict=True) if not token.isdigit()] == [
@@ -161,15 +156,14 @@ def test_m2_reads_the_4x4_runs_over_the_whole_hour(tmp_path, finals, verdict):
     _write(tmp_path / "runs", "mult3x3_stepwise250_base", 0, 0.10, _stalling(14))
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
-    analysis = _analysis()
-    analysis.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     m2 = {row["id"]: row for row in read_ledger(ledger)}["M2"]
     assert m2["verdict"] == verdict and m2["seeds"] == str(len(finals))
     assert m2["ours"].startswith("over the hour: test implicit EM")
     assert "(60min): test implicit EM 0.020 (n=1) after 19,200 examples" in m2["ours"]  # every budget reported
     assert matplotlib.image.imread(tmp_path / "out/stall_mult4x4.png").shape[2] in (3, 4)
-    stall = analysis.stall(
-        next(run for run in analysis.league.load_runs(tmp_path / "runs") if run["task"] == "mult4x4")
+    stall = make_results.stall(
+        next(run for run in make_results.league.load_runs(tmp_path / "runs") if run["task"] == "mult4x4")
     )
     assert stall["largest rise of the end-of-stage loss"].startswith("removing token 30 (s2[1])")
 
@@ -178,6 +172,6 @@ def test_m2_stays_pending_until_a_run_over_the_whole_hour(tmp_path):
     _write(tmp_path / "runs", "mult4x4_stepwise62_60min", 0, 0.0, _stalling(30, tokens=46))
     ledger = tmp_path / "claims.csv"
     ledger.write_text((REPO / "results/mult_cpu/claims.csv").read_text())
-    _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
+    make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--ledger", str(ledger)])
     m2 = {row["id"]: row for row in read_ledger(ledger)}["M2"]
     assert m2["verdict"] == "pending" and m2["ours"].startswith("no run over the whole hour yet; stepwise")

@@ -10,13 +10,9 @@ from pathlib import Path
 import matplotlib.image
 
 from hf_icot.studies.sweep import RECORD_FILE
-from tests.recipes.conftest import load_script
+from results.parity import first_step, make_results
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _analysis():
-    return load_script(REPO / "results/parity/make_results.py", "parity_analysis")
 
 
 def _attention(found_per_layer: list[int]) -> dict:
@@ -86,7 +82,7 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
     for seed in range(5):
         _write(runs, "c_mixture_n30_k8", seed, _mlp(1.0 if seed < 4 else 0.9))
         _write(runs, "c_curriculum_n30_k8", seed, _mlp(0.8))
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     assert _ledger(out)["A10"]["verdict"] == "pending"  # GPT-2 is one of A10's models: its runs are not in yet
     assert "gpt2_no_cot 0/3" in _ledger(out)["A10"]["ours"]
     for seed in range(3):  # GPT-2 from scratch: its implicit EM is 0 by construction, its padded accuracy is the log's
@@ -95,7 +91,7 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
             log = json.loads((runs / f"{name}_s{seed}" / "training_log.json").read_text())
             log.append({"step": 5, "eval_answer_acc_no_cot": 1.0 if name == "gpt2_stepwise" and seed < 2 else 0.5})
             (runs / f"{name}_s{seed}" / "training_log.json").write_text(json.dumps(log))
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
     # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
@@ -127,7 +123,7 @@ def test_a_claim_short_of_its_seeds_stays_pending_with_its_figures_so_far(tmp_pa
     shutil.copy(REPO / "results/parity/claims.csv", out / "claims.csv")
     for seed in range(3):
         _write(runs, "a_paper_log_icot", seed, _transformer(0.5), _attention([8, 4, 0, 0]))
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["B1"]["verdict"] == "pending"
     assert ledger["B1"]["ours"].startswith("so far (a_paper_log_icot 3/10 seeds): 0/3 seeds >= 0.99")
@@ -136,7 +132,7 @@ def test_a_claim_short_of_its_seeds_stays_pending_with_its_figures_so_far(tmp_pa
 def test_no_records_is_one_sentence(tmp_path):
     (tmp_path / "runs").mkdir()
     try:
-        _analysis().main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path)])
+        make_results.main(["--runs", str(tmp_path / "runs"), "--out", str(tmp_path)])
     except SystemExit as stop:
         assert str(stop) == f"error: no finished run records under {tmp_path / 'runs'}; run the sweep first."
     else:
@@ -151,7 +147,6 @@ def test_first_step_names_the_nodes_whose_children_scores_split_or_lose(tmp_path
     from hf_icot.modeling.theory.inspection import node_children
     from hf_icot.modeling.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
 
-    first_step = load_script(REPO / "results" / "parity" / "first_step.py", "parity_first_step")
     model = LogICoTParityModel(LogICoTParityConfig(n_bits=8, k=4, vocab_size=8))
     support = secret_support(registry.make_params("parity", n_bits=8, k=4, seed=5, **first_step.SIZES))
     tree = node_children("log_icot_parity", 8, 4, support)
@@ -187,7 +182,7 @@ def test_b5_reads_token_by_token_at_the_smallest_budget_where_log_icot_succeeds(
             "a_budget_log_icot_b147885": 9, "a_budget_stepwise_b147885": 5, "a_budget_log_icot_b810000": 10,
             "a_budget_stepwise_b810000": 9}  # fmt: skip
     _budget_runs(runs, wins)
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     b5 = _ledger(out)["B5"]
     # B* = n^3.5 (9/10; n^3 has 7/10): token by token 5/10 there, 0.4 below
     assert b5["verdict"] == "agree" and b5["seeds"] == "10 per point (80 runs)"
@@ -203,11 +198,11 @@ def test_b5_reads_token_by_token_at_the_smallest_budget_where_log_icot_succeeds(
     assert matplotlib.image.imread(out / "budget.png").shape[0] > 100
     shutil.rmtree(runs)
     _budget_runs(runs, {**wins, "a_budget_stepwise_b147885": 9})  # token by token as good at B*: disagree
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     assert _ledger(out)["B5"]["verdict"] == "disagree"
     shutil.rmtree(runs)
     _budget_runs(runs, {**wins, "a_budget_log_icot_b147885": 7, "a_budget_log_icot_b810000": 7})  # never 8/10
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     b5 = _ledger(out)["B5"]
     assert b5["verdict"] == "inconclusive" and "Log-ICoT not within the grid" in b5["ours"]
 
@@ -224,7 +219,7 @@ def test_model_b_alone_agrees_under_our_reading_until_model_a_at_n4_has_its_end_
                         ("gpt2_stepwise", 3), ("gpt2_no_cot", 3)):  # fmt: skip
         for seed in range(seeds):
             _write(runs, name, seed, _mlp(0.5) if name.startswith("c_") else _transformer(0.0))
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["A8-parity"]["verdict"] == "agree under our reading", "the seed is silent on removed positions"
     assert ledger["A10"]["verdict"] == "agree under our reading" and "a_budget_no_cot_b810000" in ledger["A10"]["ours"]
@@ -232,7 +227,7 @@ def test_model_b_alone_agrees_under_our_reading_until_model_a_at_n4_has_its_end_
     for seed in range(10):  # model A at n^4: Log-ICoT 10/10 and end to end 0/10 let A10 agree without model B
         _write(runs, "a_budget_log_icot_b810000", seed, _transformer(1.0))
         _write(runs, "a_budget_no_cot_b810000", seed, _transformer(0.5))
-    _analysis().main(["--runs", str(runs), "--out", str(out)])
+    make_results.main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
     assert ledger["A10"]["verdict"] == "agree" and "a_budget_no_cot_b810000: " not in ledger["A10"]["ours"]
     assert "a_budget_log_icot_b810000: 10/10 vs end to end 0/10" in ledger["A10"]["ours"]
