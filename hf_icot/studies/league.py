@@ -2,13 +2,14 @@
 results/mult_cpu/ on its own tasks), read from the harness's records into one row per (task, curriculum) over its
 seeds, the league's table and its curves. A study's ``make_results.py`` adds its own claims and rules.
 
-* records: :func:`load_runs` (``sweep.json``, ``training_log.json``, ``eval_results.json`` of each run), what the
-  table calls a curriculum (:func:`label`, :data:`LABELS`; ``stepwise<P>`` a fixed pace of P steps per token) and its
-  kind (:func:`family`);
+* records: :func:`load_runs` (``sweep.json``, ``training_log.json``, ``eval_results.json`` of each run, read by
+  :func:`read_record`, which results/methods/ reads its records with too), what the table calls a curriculum
+  (:func:`label`, :data:`LABELS`; ``stepwise<P>`` a fixed pace of P steps per token) and its kind (:func:`family`);
 * per run: :func:`curve` (exact match without CoT against training examples seen), :func:`examples_to` (the examples
   seen at the first measurement >= :data:`BAR`), :func:`cot_gone_at`, :func:`final_test`;
 * per (task, curriculum): :func:`points`, :func:`table_rows` (the table's cells) and :func:`plot`
-  (``curves_<task>.png``, mean over seeds with 95% error bars);
+  (``curves_<task>.png``, each curriculum's :func:`mean_curve`: mean over seeds with 95% error bars; results/methods/
+  draws its methods' curves with it too);
 * :func:`arguments_and_runs`, the command line every league analysis shares (``--runs``, ``--out``, ``--ledger``,
   ``--readme``).
 """
@@ -19,6 +20,7 @@ import argparse
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
 from hf_icot.studies.report import (
@@ -49,6 +51,23 @@ LABELS = {  # curriculum name (runs.yaml) -> what the table calls it; stepwise<P
 PACE = re.compile(r"^stepwise(?P<steps>\d+)(?:_(?P<variant>.+))?$")
 
 
+def read_record(path: Path) -> dict:
+    """What a run's record folder ``path`` holds: the harness's wall time (``wall_s``, None if it has none), the
+    training log (``log``) and the final scores (``final``).
+
+    Raises:
+        ValueError: the record lacks one of its files.
+    """
+    missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
+    if missing:
+        raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
+    return {
+        "wall_s": read_json(path / RECORD_FILE).get("wall_s"),
+        "log": read_json(path / TRAINING_LOG_FILE),
+        "final": read_json(path / EVAL_RESULTS_FILE),
+    }
+
+
 def load_runs(folder: Path) -> list[dict]:
     """Every run record under ``folder`` (see the module docstring).
 
@@ -60,20 +79,8 @@ def load_runs(folder: Path) -> list[dict]:
         match = RUN_NAME.match(path.name)
         if match is None:
             raise ValueError(f"run record {path.name!r} is not named <task>_<curriculum>_s<seed>; see runs.yaml.")
-        missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
-        if missing:
-            raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
-        runs.append(
-            {
-                "run": path.name,
-                "task": match["task"],
-                "curriculum": match["what"],
-                "seed": int(match["seed"]),
-                "wall_s": read_json(path / RECORD_FILE).get("wall_s"),
-                "log": read_json(path / TRAINING_LOG_FILE),
-                "final": read_json(path / EVAL_RESULTS_FILE),
-            }
-        )
+        identity = {"run": path.name, "task": match["task"], "curriculum": match["what"], "seed": int(match["seed"])}
+        runs.append({**identity, **read_record(path)})
     return runs
 
 
@@ -182,6 +189,20 @@ def table_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
+def mean_curve(axis: Any, curves: list[list[tuple[float, float]]], index: int, linestyle: str, label: str) -> bool:
+    """Draw on ``axis`` the mean over seeds of ``curves`` (one per seed: (training examples seen, score) at each
+    measurement, cut to the shortest) with 95% error bars, in the colour ``C<index>``; False, drawing nothing, when
+    a seed has no measurement."""
+    length = min(len(points) for points in curves)
+    if not length:
+        return False
+    xs = [curves[0][i][0] for i in range(length)]
+    summaries = [summarize([points[i][1] for points in curves]) for i in range(length)]
+    error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=linestyle, markersize=2, linewidth=1.2,
+               capsize=1.5, label=label)  # fmt: skip
+    return True
+
+
 def plot(rows: list[dict], out: Path, titles: Mapping[str, str]) -> list[Path]:
     """``curves_<task>.png`` in ``out`` per task of ``rows``, titled by ``titles`` (task -> what it is); returns
     their paths."""
@@ -191,15 +212,10 @@ def plot(rows: list[dict], out: Path, titles: Mapping[str, str]) -> list[Path]:
         figure, axis = plt.subplots(figsize=(10, 6))
         gone_marked = False
         for index, row in enumerate(row for row in rows if row["task"] == task):
-            curves = [curve(run) for run in row["runs"]]
-            length = min(len(points) for points in curves)
-            if not length:
-                continue
-            xs = [curves[0][i][0] for i in range(length)]
-            summaries = [summarize([points[i][1] for points in curves]) for i in range(length)]
             style = "--" if family(row["curriculum"]) == "e2e" else "-"
-            error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=style, markersize=2, linewidth=1.2,
-                       capsize=1.5, label=f"{label(row['curriculum'])} (n={len(row['runs'])})")  # fmt: skip
+            name = f"{label(row['curriculum'])} (n={len(row['runs'])})"
+            if not mean_curve(axis, [curve(run) for run in row["runs"]], index, style, name):
+                continue
             if row["cot_gone"] is not None:  # where the curriculum's CoT was gone, in the curve's colour
                 mark_steps(axis, [row["cot_gone"].mean], color=f"C{index % 10}", linestyle=":", linewidth=0.9)
                 gone_marked = True

@@ -38,11 +38,10 @@ import argparse
 import math
 from pathlib import Path
 
-from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
+from hf_icot.studies import league
 from hf_icot.studies.claims import knife_edge, update_ledger
 from hf_icot.studies.report import (
     RUN_NAME,
-    error_bars,
     fill_section,
     mark_steps,
     pyplot,
@@ -74,20 +73,8 @@ def _load(path: Path, task: str, method: str, seed: int, answered: str, source: 
     record = read_json(path / RECORD_FILE, {})
     if record.get("status", "ok") != "ok":
         return f"{path.name}: {(record.get('log_tail') or ['(no log)'])[-1].strip()}"
-    missing = [name for name in (RECORD_FILE, TRAINING_LOG_FILE, EVAL_RESULTS_FILE) if not (path / name).is_file()]
-    if missing:
-        raise ValueError(f"run record {path} lacks {', '.join(missing)}; run it again through the harness.")
-    return {
-        "run": path.name,
-        "task": task,
-        "method": method,
-        "seed": seed,
-        "mode": answered,
-        "source": source,
-        "wall_s": record.get("wall_s"),
-        "log": read_json(path / TRAINING_LOG_FILE),
-        "final": read_json(path / EVAL_RESULTS_FILE),
-    }
+    identity = {"run": path.name, "task": task, "method": method, "seed": seed, "mode": answered, "source": source}
+    return {**identity, **league.read_record(path)}
 
 
 def load_runs(folder: Path, studies: Path | None = None) -> tuple[list[dict], list[str]]:
@@ -358,17 +345,10 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     figure, axis = plt.subplots(figsize=(10, 6))
     drawn = False
     for index, (method, row) in enumerate(rows.items()):
-        curves = [curve(run) for run in row["runs"]]
-        length = min(len(points) for points in curves)
-        if not length:
-            continue
-        xs = [curves[0][i][0] for i in range(length)]
-        summaries = [summarize([points[i][2] for points in curves]) for i in range(length)]
+        curves = [[(examples, em) for examples, _, em in curve(run)] for run in row["runs"]]
         style = {"e2e": "--", "full_cot": ":"}.get(method, "-")
-        answered = row["runs"][0]["mode"]
-        error_bars(axis, xs, summaries, color=f"C{index % 10}", linestyle=style, markersize=2, linewidth=1.2,
-                   capsize=1.5, label=f"{label(task, method)}, {answered} (n={len(row['runs'])})")  # fmt: skip
-        drawn = True
+        name = f"{label(task, method)}, {row['runs'][0]['mode']} (n={len(row['runs'])})"
+        drawn = league.mean_curve(axis, curves, index, style, name) or drawn
     if not drawn:
         plt.close(figure)
         return None
