@@ -14,3 +14,7 @@ os.environ.setdefault("HF_HOME", os.path.join(_CACHE, "hf_home"))
 os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(_CACHE, "datasets"))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
+# One torch thread per test process and per process a test starts: two xdist workers on two cores, each with as many
+# threads as cores, oversubscribe the machine (OpenMP threads spin while they wait), and a test's figures never depend
+# on its thread count. Tests of the thread handling itself build their environment explicitly.
+os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -57,7 +57,7 @@ import torch, transformers, tqdm
 transformers.AdamW = torch.optim.AdamW  # removed from transformers 5; train.py imports it, never calls it
 torch.set_num_threads(int(sys.argv[1]))
 out_path, src = sys.argv[2], sys.argv[3]
-sys.path.insert(0, src)
+sys.path.insert(0, src)  # the reference's checkout: not ours, not installable, so its modules load from where they lie
 record = {"step_starts": [], "losses": []}
 real_tqdm = tqdm.tqdm
 def timed_tqdm(iterable, *args, **kwargs):
