@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,9 +91,11 @@ class RunOutputsMixin:
         return first(self.eval_dataset)
 
     def _end_stage(self, stage: int) -> None:
-        """Save and evaluate the model at the end of curriculum stage ``stage``."""
+        """Save and evaluate the model at the end of curriculum stage ``stage``, and log what each cost
+        (``cot/stage_evaluation_s``, ``cot/stage_checkpoint_s``: wall seconds, beside ``cot/ended_stage``)."""
         step = self.state.global_step - 1
         metrics: dict[str, float] = {"cot/stage": stage}
+        started = time.perf_counter()
         if self.args.evaluate_each_stage and self.eval_dataset is not None:
             metrics.update(self.evaluate())
             if self.args.eval_modes:  # every process: one rule under DDP and FSDP alike
@@ -100,8 +103,15 @@ class RunOutputsMixin:
                 metrics.update(generation)
                 self.log({**generation, "cot/stage": stage})
         self.stage_metrics[stage] = metrics
+        evaluated = time.perf_counter()
         if self.args.keep_stage_checkpoints:
             self._save_stage_checkpoint(stage, step, metrics)
+        cost = {
+            "cot/stage_evaluation_s": evaluated - started,
+            "cot/stage_checkpoint_s": time.perf_counter() - evaluated,
+        }
+        self.stage_end_seconds = {name: self.stage_end_seconds.get(name, 0.0) + value for name, value in cost.items()}
+        self.log({"cot/ended_stage": stage, **{name: round(value, 3) for name, value in cost.items()}})
 
     def _save_stage_checkpoint(self, stage: int, step: int, metrics: dict[str, float]) -> None:
         final = os.path.join(self.args.output_dir, f"{STAGE_CHECKPOINT_PREFIX}{stage}")

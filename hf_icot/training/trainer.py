@@ -18,7 +18,8 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   cleared; the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
   and ``cot/kept_tokens_mean`` (measured on this process's batches) join the training logs; when a stage ends its
-  model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``).
+  model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``);
+  what each stage end cost is logged (``cot/stage_evaluation_s``, ``cot/stage_checkpoint_s``) and summed at the end.
 * **Exact resume**: the schedule, the run-time flags, the seed and the batch size ride in ``trainer_state.json`` (an
   ``ExportableState`` callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on
   any number of processes — continues the same curriculum; one with another schedule, seed or batch size is refused.
@@ -190,6 +191,7 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         self._rendered_examples = 0
         self._last_step = 0
         self.stage_metrics: dict[int, dict[str, float]] = {}
+        self.stage_end_seconds: dict[str, float] = {}  # what the stage ends cost: evaluation, checkpoints
         if args.fused_gelu and isinstance(model, torch.nn.Module):
             fuse_tanh_gelu(model)  # no weights change: before or after wrapping alike
         if layout.latent and model is not None:  # before the Trainer wraps the model and builds the optimizer
@@ -410,9 +412,16 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})
+        self.stage_end_seconds = {}
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))
+        if self.stage_end_seconds:
+            logger.info(
+                "stage ends took %.1f s of evaluation and %.1f s of stage checkpoints (the training loop: %.1f s)",
+                self.stage_end_seconds["cot/stage_evaluation_s"], self.stage_end_seconds["cot/stage_checkpoint_s"],
+                output.metrics.get("train_runtime", float("nan")),
+            )  # fmt: skip
         return output
 
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:

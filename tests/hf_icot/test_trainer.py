@@ -373,3 +373,19 @@ def test_the_training_loader_leaves_out_the_texts_and_renders_the_same_batches(t
         whole, whole_kept = trainer.data_collator.render_counted(full, [spec] * len(full))
         assert lean_kept == whole_kept and all(torch.equal(lean[key], whole[key]) for key in whole)
         assert 0 < sum(lean_kept) < sum(row["n_cot_tokens"] for row in full)
+
+
+def test_each_stage_end_logs_what_its_evaluation_and_checkpoint_cost(tmp_path):
+    train, test = counting_examples(length=4, n_test=4)
+    tokenizer = build_word_level_tokenizer(train)
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    args = config(tmp_path, schedule="staged", stage_length=2, stage_unit="steps", max_steps=6, logging_steps=2)
+    trainer = ICoTTrainer(model=model, args=args, train_dataset=train, eval_dataset=test, processing_class=tokenizer)
+    trainer.train()
+    ends = [entry for entry in trainer.state.log_history if "cot/ended_stage" in entry]
+    assert [entry["cot/ended_stage"] for entry in ends] == [0, 1, 2]
+    assert all(entry["cot/stage_evaluation_s"] > 0 and entry["cot/stage_checkpoint_s"] > 0 for entry in ends)
+    assert sorted(path.name for path in (tmp_path / "run").glob("stage-*")) == ["stage-0", "stage-1", "stage-2"]
+    total = trainer.stage_end_seconds
+    assert total["cot/stage_evaluation_s"] >= sum(entry["cot/stage_evaluation_s"] for entry in ends) - 0.01
+    assert not any("cot/stage" in entry for entry in ends), "a stage end is not a training step's log"
