@@ -416,7 +416,7 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))
-        if self.stage_end_seconds:
+        if sum(self.stage_end_seconds.values()) >= 0.05:  # a run whose stage ends do nothing says nothing
             logger.info(
                 "stage ends took %.1f s of evaluation and %.1f s of stage checkpoints (the training loop: %.1f s)",
                 self.stage_end_seconds["cot/stage_evaluation_s"], self.stage_end_seconds["cot/stage_checkpoint_s"],
