@@ -25,6 +25,8 @@ from typing import Any
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, SCHEDULE_FILE
 
 STAGE_CHECKPOINT_PREFIX = "stage-"
+#: What a stage end logs beside ``cot/ended_stage``: the wall seconds of its evaluation and of its stage checkpoint.
+STAGE_END_COSTS = ("cot/stage_evaluation_s", "cot/stage_checkpoint_s")
 
 
 class RunOutputsMixin:
@@ -106,12 +108,15 @@ class RunOutputsMixin:
         evaluated = time.perf_counter()
         if self.args.keep_stage_checkpoints:
             self._save_stage_checkpoint(stage, step, metrics)
-        cost = {
-            "cot/stage_evaluation_s": evaluated - started,
-            "cot/stage_checkpoint_s": time.perf_counter() - evaluated,
-        }
-        self.stage_end_seconds = {name: self.stage_end_seconds.get(name, 0.0) + value for name, value in cost.items()}
+        cost = dict(zip(STAGE_END_COSTS, (evaluated - started, time.perf_counter() - evaluated), strict=True))
         self.log({"cot/ended_stage": stage, **{name: round(value, 3) for name, value in cost.items()}})
+
+    @property
+    def stage_end_seconds(self) -> dict[str, float]:
+        """What this run's stage ends have cost so far, summed from their log rows: ``cot/stage_evaluation_s`` and
+        ``cot/stage_checkpoint_s`` (0 for each before the first)."""
+        ends = [entry for entry in self.state.log_history if "cot/ended_stage" in entry]
+        return {name: sum(entry[name] for entry in ends) for name in STAGE_END_COSTS}
 
     def _save_stage_checkpoint(self, stage: int, step: int, metrics: dict[str, float]) -> None:
         final = os.path.join(self.args.output_dir, f"{STAGE_CHECKPOINT_PREFIX}{stage}")

@@ -191,7 +191,6 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         self._rendered_examples = 0
         self._last_step = 0
         self.stage_metrics: dict[int, dict[str, float]] = {}
-        self.stage_end_seconds: dict[str, float] = {}  # what the stage ends cost: evaluation, checkpoints
         if args.fused_gelu and isinstance(model, torch.nn.Module):
             fuse_tanh_gelu(model)  # no weights change: before or after wrapping alike
         if layout.latent and model is not None:  # before the Trainer wraps the model and builds the optimizer
@@ -412,14 +411,14 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})
-        self.stage_end_seconds = {}
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))
-        if sum(self.stage_end_seconds.values()) >= 0.05:  # a run whose stage ends do nothing says nothing
+        costs = self.stage_end_seconds
+        if sum(costs.values()) >= 0.05:  # a run whose stage ends do nothing says nothing
             logger.info(
                 "stage ends took %.1f s of evaluation and %.1f s of stage checkpoints (the training loop: %.1f s)",
-                self.stage_end_seconds["cot/stage_evaluation_s"], self.stage_end_seconds["cot/stage_checkpoint_s"],
+                costs["cot/stage_evaluation_s"], costs["cot/stage_checkpoint_s"],
                 output.metrics.get("train_runtime", float("nan")),
             )  # fmt: skip
         return output
