@@ -166,12 +166,31 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "vocabulary. Used where it is exact (checked on the first batch); otherwise, or when off, every position."
         },
     )
+    chunked_loss: bool = field(
+        default=True,
+        metadata={
+            "help": "With labelled_logits_only, run the output layer and the cross entropy together over chunks of "
+            "rows (at most 24 MiB of logits each), their gradients in the same pass, instead of building the (N, V) "
+            "logits: the same loss to float rounding, less time and memory with a large vocabulary. Used for a plain "
+            "Linear output layer that gives the model's logits (checked on the first batch), without fp16/bf16, FSDP "
+            "or DeepSpeed, in steps that need no logits (not under the adaptive pace)."
+        },
+    )
     fused_gelu: bool = field(
         default=True,
         metadata={
             "help": "Run GPT-2's tanh GELU (gelu_new, gelu_fast: seven tensor operations in Python) as torch's "
             "one-kernel gelu(approximate='tanh'): the same function to float rounding, one pass over the MLP's "
             "activations instead of seven. The saved model is unchanged."
+        },
+    )
+    reuse_freed_memory: bool = field(
+        default=True,
+        metadata={
+            "help": "On a CPU run under Linux (glibc), keep the blocks up to 32 MiB a step frees inside the process "
+            "(mallopt: M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 1 GiB) so the next step reuses them instead of "
+            "faulting fresh pages in: no number changes, up to 1 GiB of freed memory stays resident, and the "
+            "setting stays for the process."
         },
     )
     decay_all_parameters: bool = field(

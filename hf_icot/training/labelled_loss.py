@@ -16,11 +16,13 @@ from typing import Any
 
 import torch
 
+from hf_icot.modeling.chunked_loss import chunked_loss_is_exact, hidden_states_at, linear_cross_entropy
 from hf_icot.modeling.labelled_logits import (
     STRATEGIES,
     causal_lm_loss,
     exact_strategies,
     labelled_logits,
+    labelled_targets,
     predicting_positions,
 )
 
@@ -38,6 +40,8 @@ class LabelledLossMixin:
     computation, ``"undecided"`` before the first batch."""
 
     labelled_logits_strategy: str | None = _UNDECIDED
+    #: Whether the chunked loss is exact for this model (None: not checked yet).
+    chunked_loss_exact: bool | None = None
     _told_full: set[str] | None = None
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -47,17 +51,56 @@ class LabelledLossMixin:
         labels = inputs["labels"]
         positions = predicting_positions(labels)  # (B, T)
         forward_inputs = {name: value for name, value in inputs.items() if name != "labels"}
-        outputs = labelled_logits(model, forward_inputs, positions, strategy, self._output_layer())
         # What Trainer.compute_loss does with the model's own loss: the sum over num_items_in_batch when the model
         # takes loss kwargs (training_step then leaves the loss unscaled), else the mean of the micro-batch.
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
-        loss = causal_lm_loss(outputs["logits"], labels, positions, num_items_in_batch if scaled else None)
+        output_layer = self._output_layer()
+        if not return_outputs and self._use_chunked_loss(model, inputs, strategy, output_layer):
+            hidden = hidden_states_at(model, forward_inputs, positions, strategy, output_layer)
+            targets = labelled_targets(labels, positions)
+            loss = linear_cross_entropy(
+                hidden, output_layer.weight, targets, output_layer.bias, num_items_in_batch if scaled else None
+            )
+            outputs = None
+        else:
+            outputs = labelled_logits(model, forward_inputs, positions, strategy, output_layer)
+            loss = causal_lm_loss(outputs["logits"], labels, positions, num_items_in_batch if scaled else None)
         if self.args.average_tokens_across_devices and scaled:
             tp_size = self.get_tp_size() if hasattr(self, "get_tp_size") else 1  # as Trainer.compute_loss scales it
             loss = loss * (self.accelerator.num_processes // tp_size if self.args.n_gpu <= 1 else self.args.n_gpu)
+        if not return_outputs:
+            return loss
         outputs["loss"] = loss
         outputs[LOGITS_POSITIONS_KEY] = positions
-        return (loss, outputs) if return_outputs else loss
+        return loss, outputs
+
+    def _use_chunked_loss(
+        self, model: Any, inputs: dict[str, Any], strategy: str, output_layer: torch.nn.Module | None
+    ) -> bool:
+        """Whether this training step's loss runs through :func:`linear_cross_entropy` (``args.chunked_loss``): the
+        first time, checked on the batch against the model's own forward, on every process."""
+        if not self.args.chunked_loss or output_layer is None or not model.training:
+            return False
+        if self.is_fsdp_enabled or self.is_deepspeed_enabled or self.args.bf16 or self.args.fp16:
+            return False  # sharded or autocast output layers keep the plain loss
+        if self.accelerator.num_processes > 1 and not self._output_layer_is_tied(output_layer):
+            return False  # DDP's search for unused parameters would not see an untied layer used outside the forward
+        if self.chunked_loss_exact is None:
+            exact = torch.tensor(
+                [int(chunked_loss_is_exact(model, inputs, output_layer, strategy))], device=self.args.device
+            )
+            if self.accelerator.num_processes > 1:
+                exact = self.accelerator.gather(exact).min()
+            self.chunked_loss_exact = bool(exact.item())
+            logger.info(
+                "chunked_loss: %s", "the output layer and the loss run in chunks of rows"
+                if self.chunked_loss_exact else "the output layer does not give the model's logits alone; plain loss",
+            )  # fmt: skip
+        return self.chunked_loss_exact
+
+    def _output_layer_is_tied(self, output_layer: torch.nn.Module) -> bool:
+        inputs = self.accelerator.unwrap_model(self.model).get_input_embeddings()
+        return getattr(output_layer, "bias", None) is None and getattr(inputs, "weight", None) is output_layer.weight
 
     def _output_layer(self) -> torch.nn.Module | None:
         try:

@@ -115,7 +115,7 @@ class GradientLog(TrainerCallback):
         self.gradients.append(grads)
 
 
-def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool):
+def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool, chunked: bool = True):
     """4 optimizer steps of 2 micro-batches of 8 on the counting task, keep_position removal with smoothing (rows of
     unequal length, right-padded); a scratch model of ``family`` built from seed 0, LoRA-wrapped if ``lora``."""
     train, _ = counting_examples(length=6, n_test=8)
@@ -131,11 +131,11 @@ def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool):
     if lora:
         model = apply_lora(model, ModelArguments(scratch_model=scratch, use_peft=True, lora_r=4, lora_dropout=0.0))
     args = ICoTConfig(
-        output_dir=str(tmp_path / f"run-{labelled}"), schedule="stepwise", remove_per_epoch=3,
+        output_dir=str(tmp_path / f"run-{labelled}-{chunked}"), schedule="stepwise", remove_per_epoch=3,
         removal_fill="keep_position", removal_smoothing_lambda=1.0, per_device_train_batch_size=8,
         gradient_accumulation_steps=2, max_steps=4, logging_steps=1, learning_rate=1e-2, report_to="none",
         use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, keep_stage_checkpoints=False,
-        evaluate_each_stage=False, labelled_logits_only=labelled,
+        evaluate_each_stage=False, labelled_logits_only=labelled, chunked_loss=chunked,
     )  # fmt: skip
     trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
     log = GradientLog(model)
@@ -150,6 +150,7 @@ def test_a_run_with_accumulation_has_the_full_losses_and_gradients(tmp_path, fam
     full, full_losses, full_grads = accumulated_run(tmp_path, family, lora, labelled=False)
     ours, losses, grads = accumulated_run(tmp_path, family, lora, labelled=True)
     assert full.labelled_logits_strategy == "undecided" and ours.labelled_logits_strategy == "logits_to_keep"
+    assert ours.chunked_loss_exact and full.chunked_loss_exact is None  # the output layer and loss ran in chunks
     assert ours.model_accepts_loss_kwargs  # the loss is summed over num_items_in_batch, not averaged per micro-batch
     assert ours.schedule.removed_count(3) > 0  # kept positions were in play
     assert len(losses) == len(full_losses) == 4
