@@ -4,5 +4,7 @@
   word-level tokenizer, ready for the run's layout; LoRA;
 * :mod:`~hf_icot.modeling.sizing` — a model's context length; the GPT-2 width for a depth at a parameter budget;
 * :mod:`~hf_icot.modeling.labelled_logits` — a causal LM's logits and loss at the labelled positions only;
+* :mod:`~hf_icot.modeling.chunked_loss` — the output layer and the cross entropy over chunks of rows, no ``(N, V)``
+  logits;
 * :mod:`~hf_icot.modeling.theory` — the parity theory models, registered with the Auto classes when imported.
 """

@@ -16,7 +16,12 @@ from typing import Any
 
 import torch
 
-from hf_icot.modeling.chunked_loss import chunked_loss_is_exact, hidden_states_at, linear_cross_entropy
+from hf_icot.modeling.chunked_loss import (
+    CHUNK_BYTES,
+    chunked_loss_is_exact,
+    hidden_states_at,
+    linear_cross_entropy,
+)
 from hf_icot.modeling.labelled_logits import (
     STRATEGIES,
     causal_lm_loss,
@@ -55,7 +60,7 @@ class LabelledLossMixin:
         # takes loss kwargs (training_step then leaves the loss unscaled), else the mean of the micro-batch.
         scaled = self.model_accepts_loss_kwargs and num_items_in_batch is not None
         output_layer = self._output_layer()
-        if not return_outputs and self._use_chunked_loss(model, inputs, strategy, output_layer):
+        if not return_outputs and self._use_chunked_loss(model, inputs, strategy, output_layer, positions):
             hidden = hidden_states_at(model, forward_inputs, positions, strategy, output_layer)
             targets = labelled_targets(labels, positions)
             loss = linear_cross_entropy(
@@ -75,12 +80,20 @@ class LabelledLossMixin:
         return loss, outputs
 
     def _use_chunked_loss(
-        self, model: Any, inputs: dict[str, Any], strategy: str, output_layer: torch.nn.Module | None
+        self,
+        model: Any,
+        inputs: dict[str, Any],
+        strategy: str,
+        output_layer: torch.nn.Module | None,
+        positions: torch.Tensor,
     ) -> bool:
-        """Whether this training step's loss runs through :func:`linear_cross_entropy` (``args.chunked_loss``): the
-        first time, checked on the batch against the model's own forward, on every process."""
+        """Whether this training step's loss runs through :func:`linear_cross_entropy` (``args.chunked_loss``): when
+        the batch's logits could fill more than one chunk (with fewer, the plain loss is as small and was faster in
+        the bench), and the first time, checked on the batch against the model's own forward, on every process."""
         if not self.args.chunked_loss or output_layer is None or not model.training:
             return False
+        if positions.numel() * getattr(output_layer, "out_features", 0) * 4 <= CHUNK_BYTES:
+            return False  # one chunk at most: nothing to save
         if self.is_fsdp_enabled or self.is_deepspeed_enabled or self.args.bf16 or self.args.fp16:
             return False  # sharded or autocast output layers keep the plain loss
         if self.accelerator.num_processes > 1 and not self._output_layer_is_tied(output_layer):

@@ -77,3 +77,11 @@ def test_the_check_refuses_logits_capped_after_the_output_layer(cap):
     model = AutoModelForCausalLM.from_config(config)
     batch = icot_like_batch("right", keep_position=False)
     assert chunked_loss_is_exact(model, batch, model.get_output_embeddings(), "logits_to_keep") == (cap is None)
+
+
+def test_a_batch_whose_logits_fit_one_chunk_keeps_the_plain_loss(tmp_path):
+    from tests.hf_icot.test_labelled_logits import accumulated_run
+
+    trainer, losses, _ = accumulated_run(tmp_path, "gpt2", lora=False, labelled=True)
+    assert trainer.labelled_logits_strategy == "logits_to_keep" and trainer.chunked_loss_exact is None
+    assert len(losses) == 4

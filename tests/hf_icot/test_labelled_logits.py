@@ -115,7 +115,7 @@ class GradientLog(TrainerCallback):
         self.gradients.append(grads)
 
 
-def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool, chunked: bool = True):
+def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool):
     """4 optimizer steps of 2 micro-batches of 8 on the counting task, keep_position removal with smoothing (rows of
     unequal length, right-padded); a scratch model of ``family`` built from seed 0, LoRA-wrapped if ``lora``."""
     train, _ = counting_examples(length=6, n_test=8)
@@ -131,11 +131,11 @@ def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool, chunked: 
     if lora:
         model = apply_lora(model, ModelArguments(scratch_model=scratch, use_peft=True, lora_r=4, lora_dropout=0.0))
     args = ICoTConfig(
-        output_dir=str(tmp_path / f"run-{labelled}-{chunked}"), schedule="stepwise", remove_per_epoch=3,
+        output_dir=str(tmp_path / f"run-{labelled}"), schedule="stepwise", remove_per_epoch=3,
         removal_fill="keep_position", removal_smoothing_lambda=1.0, per_device_train_batch_size=8,
         gradient_accumulation_steps=2, max_steps=4, logging_steps=1, learning_rate=1e-2, report_to="none",
         use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, keep_stage_checkpoints=False,
-        evaluate_each_stage=False, labelled_logits_only=labelled, chunked_loss=chunked,
+        evaluate_each_stage=False, labelled_logits_only=labelled,
     )  # fmt: skip
     trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
     log = GradientLog(model)
@@ -145,8 +145,11 @@ def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool, chunked: 
 
 
 @pytest.mark.parametrize(("family", "lora"), [("gpt2", False), ("gpt2", True), ("llama", True)])
-def test_a_run_with_accumulation_has_the_full_losses_and_gradients(tmp_path, family, lora):
+def test_a_run_with_accumulation_has_the_full_losses_and_gradients(tmp_path, monkeypatch, family, lora):
     torch.set_num_threads(1)
+    # Chunks of 2 KiB of logits (a dozen rows here), so this tiny vocabulary runs the chunked loss over several chunks.
+    monkeypatch.setattr("hf_icot.training.labelled_loss.CHUNK_BYTES", 2048)
+    monkeypatch.setattr("hf_icot.modeling.chunked_loss.CHUNK_BYTES", 2048)
     full, full_losses, full_grads = accumulated_run(tmp_path, family, lora, labelled=False)
     ours, losses, grads = accumulated_run(tmp_path, family, lora, labelled=True)
     assert full.labelled_logits_strategy == "undecided" and ours.labelled_logits_strategy == "logits_to_keep"
