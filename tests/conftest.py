@@ -18,3 +18,18 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 # threads as cores, oversubscribe the machine (OpenMP threads spin while they wait), and a test's figures never depend
 # on its thread count. Tests of the thread handling itself build their environment explicitly.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_configure(config) -> None:
+    """Compile the repository's modules to bytecode once, before the workers start. Many tests run a recipe or a
+    bench in a fresh interpreter; where ``PYTHONDONTWRITEBYTECODE`` is set (as on the CI machines) no interpreter
+    writes what it compiles, so each of them would compile every module it imports from source again. Compiled
+    files are read even under that variable (``__pycache__/`` is ignored by git)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    import compileall
+    from pathlib import Path
+
+    repository = Path(__file__).resolve().parents[1]
+    for folder in ("hf_icot", "datasets_builder", "recipes", "bench", "results", "tests"):
+        compileall.compile_dir(repository / folder, quiet=1)

@@ -3,11 +3,12 @@
 With logits only where a label is (:mod:`hf_icot.modeling.labelled_logits`) a GPT-2-vocabulary step still builds
 ``(N, V)`` float32 logits, their log-softmax, a zero-filled gradient of the same size and the log-softmax's gradient:
 on the stepwise reference's 4x4 setting (N ~ 1,400 labelled positions, 50,257 tokens) four blocks of ~290 MB per
-step, each written and read in full and each, above glibc's mmap threshold, faulted in afresh. :func:`linear_cross_entropy`
-runs the output layer, the log-softmax and the loss on ``rows`` rows at a time (a block of at most :data:`CHUNK_BYTES`,
-which stays in cache and in malloc's heap) and, in the same pass, the gradients of the loss with respect to the
-hidden states, the weight and the bias (``softmax - one_hot`` times the layer's inputs); backward only scales them by
-the incoming gradient. The matmuls are the same three as before; what goes is the traffic of the big blocks.
+step, each written and read in full and, above glibc's mmap threshold, each faulted in afresh.
+:func:`linear_cross_entropy` runs the output layer, the log-softmax and the loss on ``rows`` rows at a time (a block
+of at most :data:`CHUNK_BYTES`, small enough for malloc to keep in its heap) and, in the same pass, the gradients of
+the loss with respect to the hidden states, the weight and the bias (``softmax - one_hot`` times the layer's inputs);
+backward only scales them by the incoming gradient. The matmuls are the same three as before; what goes is the
+traffic of the big blocks.
 
 The loss is the sum of the rows' cross entropies (accumulated in float64, cast to float32) divided by
 ``denominator``: the number of rows for a mean, or ``num_items_in_batch`` as transformers' ``ForCausalLMLoss``
@@ -16,9 +17,10 @@ gradients (``tests/hf_icot/test_chunked_loss.py``). The logits are computed in t
 float32, as transformers does; no autocast is applied inside.
 
 :func:`hidden_states_at` runs a model with its output layer passed through (its forward returns its input), so the
-model's "logits" are the hidden states the layer would read, at the positions :func:`~hf_icot.modeling.labelled_logits.labelled_logits`
-selects; :func:`chunked_loss_is_exact` checks on two rows of a real batch that the layer applied to them gives the
-model's own logits (a model that rescales or caps its logits after the layer fails it and keeps the plain loss).
+model's "logits" are the hidden states the layer would read, at the positions
+:func:`~hf_icot.modeling.labelled_logits.labelled_logits` selects; :func:`chunked_loss_is_exact` checks on two rows
+of a real batch that the layer applied to them gives the model's own logits (a model that rescales or caps its logits
+after the layer fails it and keeps the plain loss).
 """
 
 from __future__ import annotations

@@ -184,15 +184,6 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "activations instead of seven. The saved model is unchanged."
         },
     )
-    reuse_freed_memory: bool = field(
-        default=True,
-        metadata={
-            "help": "On a CPU run under Linux (glibc), keep the blocks up to 32 MiB a step frees inside the process "
-            "(mallopt: M_MMAP_THRESHOLD 32 MiB, M_TRIM_THRESHOLD 1 GiB) so the next step reuses them instead of "
-            "faulting fresh pages in: no number changes, up to 1 GiB of freed memory stays resident, and the "
-            "setting stays for the process."
-        },
-    )
     decay_all_parameters: bool = field(
         default=False,
         metadata={

@@ -14,8 +14,6 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.training.fused_gelu`): the Python tanh GELU
   becomes torch's fused one, the same function to float rounding; and a right-padded batch no label reads loses its
   attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
-* **Freed memory kept for the next step** (``reuse_freed_memory``, :mod:`hf_icot.training.freed_memory`): on a CPU
-  run under glibc, ``train()`` tells malloc to keep what a step frees, so the next step faults no fresh pages in.
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
   cleared; the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
@@ -59,7 +57,6 @@ from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
 from hf_icot.training.causal_mask import without_needless_mask
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
-from hf_icot.training.freed_memory import keep_freed_memory
 from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
@@ -414,8 +411,6 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})
-        if self.args.reuse_freed_memory and self.args.device.type == "cpu":
-            keep_freed_memory()
         output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
         if self.state.global_step > 0:
             self._end_stage(self.schedule.stage(self.state.global_step - 1))

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import evaluate
+if TYPE_CHECKING:
+    import evaluate
 
 #: Folder of the exact-match metric script (``exact_match/exact_match.py``), inside the installed package.
 EXACT_MATCH_PATH = str(Path(__file__).resolve().parent / "exact_match")
@@ -22,6 +24,8 @@ def load_exact_match() -> evaluate.EvaluationModule:
     ``compute(predictions=[...], references=[...], ignore_whitespace=True, ignore_case=False, return_matches=False)``
     returns ``{"exact_match": fraction}`` (plus ``"matches"``, 0/1 per pair, with ``return_matches=True``).
     """
+    import evaluate  # here, not at the top: it loads scipy.stats; only a process that scores generations pays
+
     return evaluate.load(EXACT_MATCH_PATH)
 
 
