@@ -171,9 +171,10 @@ class ICoTConfig(ScheduleArguments, RunArguments):
         metadata={
             "help": "With labelled_logits_only, when a batch's logits could exceed 24 MiB, run the output layer and "
             "the cross entropy together over chunks of rows (at most 24 MiB of logits each), their gradients in the "
-            "same pass, instead of building the (N, V) logits: the same loss to float rounding, less time and memory with a large vocabulary. Used for a plain "
-            "Linear output layer that gives the model's logits (checked on the first batch), without fp16/bf16, FSDP "
-            "or DeepSpeed, in steps that need no logits (not under the adaptive pace)."
+            "same pass, instead of building the (N, V) logits: the same loss to float rounding, less time and "
+            "memory with a large vocabulary. Used for a plain Linear output layer that gives the model's logits "
+            "(checked on the first batch), without fp16/bf16, FSDP or DeepSpeed, in steps that need no logits (not "
+            "under the adaptive pace)."
         },
     )
     fused_gelu: bool = field(

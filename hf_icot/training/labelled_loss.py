@@ -87,13 +87,12 @@ class LabelledLossMixin:
         output_layer: torch.nn.Module | None,
         positions: torch.Tensor,
     ) -> bool:
-        """Whether this training step's loss runs through :func:`linear_cross_entropy` (``args.chunked_loss``): when
-        the batch's logits could fill more than one chunk (with fewer, the plain loss is as small and was faster in
-        the bench), and the first time, checked on the batch against the model's own forward, on every process."""
+        """Whether this training step's loss runs through :func:`linear_cross_entropy` (``args.chunked_loss``): if the
+        model passed the check (made on the first training batch against its own forward, on every process alike,
+        whatever the batch's size) and the batch's logits could fill more than one chunk (with fewer, the plain loss
+        is as small and was faster in the bench)."""
         if not self.args.chunked_loss or output_layer is None or not model.training:
             return False
-        if positions.numel() * getattr(output_layer, "out_features", 0) * 4 <= CHUNK_BYTES:
-            return False  # one chunk at most: nothing to save
         if self.is_fsdp_enabled or self.is_deepspeed_enabled or self.args.bf16 or self.args.fp16:
             return False  # sharded or autocast output layers keep the plain loss
         if self.accelerator.num_processes > 1 and not self._output_layer_is_tied(output_layer):
@@ -109,7 +108,8 @@ class LabelledLossMixin:
                 "chunked_loss: %s", "the output layer and the loss run in chunks of rows"
                 if self.chunked_loss_exact else "the output layer does not give the model's logits alone; plain loss",
             )  # fmt: skip
-        return self.chunked_loss_exact
+        fits_one_chunk = positions.numel() * getattr(output_layer, "out_features", 0) * 4 <= CHUNK_BYTES
+        return self.chunked_loss_exact and not fits_one_chunk
 
     def _output_layer_is_tied(self, output_layer: torch.nn.Module) -> bool:
         inputs = self.accelerator.unwrap_model(self.model).get_input_embeddings()

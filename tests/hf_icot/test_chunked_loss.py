@@ -79,9 +79,25 @@ def test_the_check_refuses_logits_capped_after_the_output_layer(cap):
     assert chunked_loss_is_exact(model, batch, model.get_output_embeddings(), "logits_to_keep") == (cap is None)
 
 
-def test_a_batch_whose_logits_fit_one_chunk_keeps_the_plain_loss(tmp_path):
+def chunked_calls(monkeypatch) -> list[int]:
+    """Count the trainer's calls of the chunked loss (one entry of N rows per call)."""
+    import hf_icot.training.labelled_loss as labelled_loss
+
+    calls, chunked = [], labelled_loss.linear_cross_entropy
+
+    def counted(hidden, *args, **kwargs):
+        calls.append(hidden.shape[0])
+        return chunked(hidden, *args, **kwargs)
+
+    monkeypatch.setattr(labelled_loss, "linear_cross_entropy", counted)
+    return calls
+
+
+def test_a_batch_whose_logits_fit_one_chunk_keeps_the_plain_loss(tmp_path, monkeypatch):
     from tests.hf_icot.test_labelled_logits import accumulated_run
 
+    calls = chunked_calls(monkeypatch)
     trainer, losses, _ = accumulated_run(tmp_path, "gpt2", lora=False, labelled=True)
-    assert trainer.labelled_logits_strategy == "logits_to_keep" and trainer.chunked_loss_exact is None
-    assert len(losses) == 4
+    # Checked on the first batch like any run (so every process checks at the same step), then not used.
+    assert trainer.labelled_logits_strategy == "logits_to_keep" and trainer.chunked_loss_exact is True
+    assert len(losses) == 4 and calls == []

@@ -150,10 +150,15 @@ def test_a_run_with_accumulation_has_the_full_losses_and_gradients(tmp_path, mon
     # Chunks of 2 KiB of logits (a dozen rows here), so this tiny vocabulary runs the chunked loss over several chunks.
     monkeypatch.setattr("hf_icot.training.labelled_loss.CHUNK_BYTES", 2048)
     monkeypatch.setattr("hf_icot.modeling.chunked_loss.CHUNK_BYTES", 2048)
+    from tests.hf_icot.test_chunked_loss import chunked_calls
+
+    calls = chunked_calls(monkeypatch)
     full, full_losses, full_grads = accumulated_run(tmp_path, family, lora, labelled=False)
     ours, losses, grads = accumulated_run(tmp_path, family, lora, labelled=True)
     assert full.labelled_logits_strategy == "undecided" and ours.labelled_logits_strategy == "logits_to_keep"
-    assert ours.chunked_loss_exact and full.chunked_loss_exact is None  # the output layer and loss ran in chunks
+    assert ours.chunked_loss_exact and full.chunked_loss_exact is None
+    # Every micro-batch's loss (7: the 56 training rows make 7 batches of 8, so the 4th step has one) ran in chunks.
+    assert len(calls) == 7 and min(calls) > 2048 // (4 * 64)
     assert ours.model_accepts_loss_kwargs  # the loss is summed over num_items_in_batch, not averaged per micro-batch
     assert ours.schedule.removed_count(3) > 0  # kept positions were in play
     assert len(losses) == len(full_losses) == 4
