@@ -32,7 +32,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hf_icot.modeling.labelled_logits import labelled_logits, labelled_targets, predicting_positions
+from hf_icot.modeling.labelled_logits import (
+    first_rows_in_evaluation,
+    labelled_logits,
+    labelled_targets,
+    predicting_positions,
+)
 
 #: The largest float32 block of logits one chunk makes (below glibc's 32 MiB mmap ceiling, so it is reused).
 CHUNK_BYTES = 24 << 20
@@ -144,16 +149,9 @@ def chunked_loss_is_exact(
     after). Only a plain ``torch.nn.Linear`` output layer is tried."""
     if type(output_layer) is not torch.nn.Linear:
         return False
-    batch_size = inputs["input_ids"].shape[0]
-    inputs = {
-        name: value[:rows] if torch.is_tensor(value) and value.dim() and value.shape[0] == batch_size else value
-        for name, value in inputs.items()
-    }
-    labels = inputs.pop("labels")
-    positions = predicting_positions(labels)
-    was_training = model.training
-    model.eval()
-    try:
+    with first_rows_in_evaluation(model, inputs, rows) as inputs:
+        labels = inputs.pop("labels")
+        positions = predicting_positions(labels)
         full = model(**inputs, labels=labels)
         if full.get("logits") is None or full.get("loss") is None or full["logits"].dim() != 3:
             return False
@@ -173,5 +171,3 @@ def chunked_loss_is_exact(
             and torch.allclose(ours.float(), expected.float(), rtol=1e-4, atol=1e-5)
             and torch.allclose(loss, full["loss"].float(), 1e-5, 1e-6)
         )
-    finally:
-        model.train(was_training)

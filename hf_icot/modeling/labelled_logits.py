@@ -104,6 +104,23 @@ def causal_lm_loss(
     return loss / num_items_in_batch
 
 
+@contextlib.contextmanager
+def first_rows_in_evaluation(model: Any, inputs: Mapping[str, Any], rows: int) -> Iterator[dict[str, Any]]:
+    """The first ``rows`` rows of a batch (every tensor whose first dimension is the batch's), with ``model`` in
+    evaluation mode (no dropout) until the block ends, then back in the mode it was in: where the checks of a way to
+    compute the loss run it beside the model's own forward, whose full logits stay small on a few rows."""
+    batch_size = inputs["input_ids"].shape[0]
+    was_training = model.training
+    model.eval()
+    try:
+        yield {
+            name: value[:rows] if torch.is_tensor(value) and value.dim() and value.shape[0] == batch_size else value
+            for name, value in inputs.items()
+        }
+    finally:
+        model.train(was_training)
+
+
 @torch.no_grad()
 def exact_strategies(
     model: Any, inputs: Mapping[str, Any], output_layer: torch.nn.Module | None = None, rows: int = 2
@@ -114,17 +131,10 @@ def exact_strategies(
 
     Every strategy is tried whatever the others give (one forward each), so processes that check their own batches
     run the same forwards."""
-    batch_size = inputs["input_ids"].shape[0]
-    inputs = {
-        name: value[:rows] if torch.is_tensor(value) and value.dim() and value.shape[0] == batch_size else value
-        for name, value in inputs.items()
-    }
-    labels = inputs["labels"]
-    forward_inputs = {name: value for name, value in inputs.items() if name != "labels"}
-    positions = predicting_positions(labels)
-    was_training = model.training
-    model.eval()
-    try:
+    with first_rows_in_evaluation(model, inputs, rows) as inputs:
+        labels = inputs["labels"]
+        forward_inputs = {name: value for name, value in inputs.items() if name != "labels"}
+        positions = predicting_positions(labels)
         full = model(**inputs)
         logits, loss = full.get("logits"), full.get("loss")
         expected = logits[positions.to(logits.device)] if logits is not None and logits.dim() == 3 else None
@@ -145,5 +155,3 @@ def exact_strategies(
             )
             del ours
         return verdicts
-    finally:
-        model.train(was_training)
