@@ -7,9 +7,9 @@ import ast
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
+
+from tests import forked
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -30,13 +30,11 @@ def test_the_readme_python_example_runs_as_written(tmp_path: Path) -> None:
     (python_block,) = _blocks(readme, "python")
     assert "load_icot_dataset" in python_block and "ICoTConfig" in python_block and "ICoTTrainer" in python_block
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    subprocess.run(
-        [sys.executable, "-m", *shlex.split(build[0])[2:], "--no-progress"], cwd=tmp_path, env=env, check=True
-    )
+    # Each command in a process of its own, forked from the session's pre-imported server (tests/forked.py).
+    built = forked.run(["-m", *shlex.split(build[0])[2:], "--no-progress"], cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr[-3000:]
     (tmp_path / "example.py").write_text(python_block, encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
+    result = forked.run(["example.py"], cwd=tmp_path, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = ast.literal_eval(result.stdout.strip().splitlines()[-1])
     assert 0 <= metrics["eval_implicit/answer_em"] <= 1 and 0 <= metrics["eval_explicit/cot_em"] <= 1

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import re
 import runpy
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import forked
 
 REPO = Path(__file__).resolve().parents[2]
 BENCHES = sorted(path for path in (REPO / "bench").glob("*.py") if path.name != "__init__.py")
@@ -43,12 +44,11 @@ TINY = {
 
 
 def run_bench(name: str, *args: str) -> str:
-    """Run ``bench/name`` from the repository root with this checkout first on the path; its stdout."""
+    """Run ``python bench/name ARGS`` from the repository root, on one thread, in a process of its own (forked from
+    the session's pre-imported server: ``tests.forked``); its stdout. The processes a bench starts itself are fresh
+    interpreters, as when a user runs it."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"}  # COLUMNS: one help layout everywhere
-    env.pop("OMP_NUM_THREADS", None)
-    result = subprocess.run(
-        [sys.executable, f"bench/{name}", *args], capture_output=True, text=True, timeout=300, cwd=REPO, env=env
-    )
+    result = forked.run([f"bench/{name}", *args], env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
@@ -76,8 +76,8 @@ def test_every_bench_has_a_tiny_case() -> None:
     assert {path.name for path in BENCHES} == set(TINY)
 
 
-#: Benches that import a sibling script (``bench/`` is on the path only when they run as scripts): their help runs in
-#: a subprocess; the others' in this process, as ``python -m bench.<name>`` runs them (no interpreter to start).
+#: Benches that import a sibling script (``bench/`` is on the path only when they run as scripts): their help runs as
+#: a script (``run_bench``); the others' in this process, as ``python -m bench.<name>`` runs them.
 SIBLING_IMPORTERS = {"bench_gpu_icot.py", "bench_quickstart.py"}
 
 

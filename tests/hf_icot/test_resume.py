@@ -2,25 +2,23 @@
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests import forked
 from tests.hf_icot.train_tiny_icot import COMMAND, build_trainer
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def launch(out: Path, *flags: str) -> subprocess.Popen:
+def launch(out: Path, *flags: str) -> forked.Started:
+    """``python -m tests.hf_icot.train_tiny_icot OUT FLAGS`` in a process of its own (forked from the session's
+    pre-imported server: ``tests.forked``), its output and errors in ``OUT/stdout.txt``."""
     out.mkdir(parents=True, exist_ok=True)
-    log = (out / "stdout.txt").open("w")
-    return subprocess.Popen(
-        [sys.executable, *COMMAND, str(out), *flags], stdout=log, stderr=subprocess.STDOUT, cwd=REPO
-    )
+    return forked.start([*COMMAND, str(out), *flags], log=out / "stdout.txt")
 
 
 def schedule_log(out: Path) -> dict[int, dict]:

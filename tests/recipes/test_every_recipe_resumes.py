@@ -11,13 +11,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests import forked
 from tests.recipes.conftest import REPO
 from tests.recipes.killed_recipe import COMMAND as KILLED_RECIPE
 from tests.recipes.killed_recipe import recipe_module
@@ -62,10 +62,13 @@ def command(script: str, argv: list[str], output: Path, *extra: str) -> list[str
 
 
 def run(script_args: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *script_args], capture_output=True, text=True, timeout=timeout, cwd=REPO,
+    """``python *script_args`` on one thread, offline: forked from the test session's server of pre-imported
+    processes (``tests.forked``), or under ``accelerate launch`` its own interpreters."""
+    return forked.run(
+        script_args,
+        timeout=timeout,
         env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+    )
 
 
 def weights(folder: Path) -> dict[str, torch.Tensor]:

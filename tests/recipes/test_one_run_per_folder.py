@@ -8,31 +8,30 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from hf_icot.training.run_lock import LOCK_FILE
+from tests import forked
 from tests.recipes.conftest import REPO
 from tests.recipes.test_every_recipe_resumes import KILLED_RECIPE, run
 from tests.recipes.test_preemption import LAUNCH_TWO, PARITY, TWO_PROCESSES, parity_args
 
 
-def start_held(launch: list[str], output: Path, hold: Path, *extra: str) -> subprocess.Popen:
-    """The first run, started and waiting as its step 3 begins (until ``hold/release`` exists)."""
+def start_held(launch: list[str], output: Path, hold: Path, *extra: str) -> forked.Started:
+    """The first run, started (forked from the session's pre-imported server, or under ``accelerate launch``) and
+    waiting as its step 3 begins (until ``hold/release`` exists)."""
     hold.mkdir()
-    first = subprocess.Popen(
-        [sys.executable, *launch, *KILLED_RECIPE, "--recipe", "results/parity/train.py", "hold", "2",
-         *parity_args(output, *extra)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    first = forked.start(
+        [*launch, *KILLED_RECIPE, "--recipe", "results/parity/train.py", "hold", "2", *parity_args(output, *extra)],
         env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
              "ICOT_TEST_HOLD": str(hold)},
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while not (hold / "held").exists():
-        assert first.poll() is None, first.stderr.read()[-3000:]
+        assert first.poll() is None, first.output("stderr")[-3000:]
         assert time.monotonic() < deadline, "the first run never reached step 3"
         time.sleep(0.2)
     return first
@@ -64,7 +63,7 @@ def test_a_second_run_into_a_folder_in_use_is_refused_and_the_first_finishes(pro
     finally:
         (hold / "release").write_text("")
         first.wait(timeout=600)
-    assert first.returncode == 0, first.stderr.read()[-3000:]
+    assert first.returncode == 0, first.output("stderr")[-3000:]
     assert (output / "model.safetensors").is_file() and not (output / LOCK_FILE).exists()
 
 

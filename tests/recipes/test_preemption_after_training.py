@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hf_icot.errors import PREEMPTED_EXIT_STATUS
+from tests import forked
 from tests.recipes.conftest import RECIPE, REPO, recipe_args
 from tests.recipes.test_preemption import LAUNCH_TWO
 from tests.recipes.test_recipe_resume import KILLED_RECIPE, trained_steps
@@ -25,12 +26,10 @@ TIMED = ("per_second", "seconds", "_s/", "tokens_per")
 
 
 def run_in_own_session(*argv: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    """``argv`` on one thread in a new session, so that a signal to its process group reaches it and its children
-    only (not pytest)."""
-    return subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, timeout=timeout, cwd=REPO, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+    """``python *argv`` on one thread in a new session, so that a signal to its process group reaches it and its
+    children only (not pytest); forked from the session's pre-imported server (``tests.forked``) where it can be."""
+    return forked.run(argv, timeout=timeout, start_new_session=True,
+                      env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})  # fmt: skip
 
 
 def results(folder: Path) -> dict[str, float]:

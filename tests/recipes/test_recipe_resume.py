@@ -13,7 +13,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from safetensors.torch import load_file
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_icot.training.run_lock import LOCK_FILE
+from tests import forked
 from tests.recipes.conftest import RECIPE, REPO, recipe_args, run_recipe
 from tests.recipes.killed_recipe import COMMAND as KILLED_RECIPE
 
@@ -31,15 +31,13 @@ LOSS_LINE = re.compile(r"\{'loss': [^}]*'epoch': '([0-9.]+)'\}")  # what Trainer
 
 
 def run_command(*command: str | Path) -> subprocess.CompletedProcess:
-    """Run ``command`` (what follows ``python``: a script or ``-m`` and a module, then its arguments) in a fresh
-    process on one thread, as ``run_recipe`` runs the uninterrupted run in this one.
+    """Run ``command`` (what follows ``python``: a script or ``-m`` and a module, then its arguments) in a process of
+    its own on one thread (forked from the session's pre-imported server: ``tests.forked``), as ``run_recipe`` runs
+    the uninterrupted run in this one.
 
     Runs on the same thread count are bitwise equal (measured); a 1-thread and a 2-thread run of the same recipe
     differ by ~3.5e-6 in the weights on some CPUs (the kernels' reduction order), which says nothing of resume."""
-    return subprocess.run(
-        [sys.executable, *map(str, command)], capture_output=True, text=True, timeout=300, cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+    return forked.run(command, env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
 
 
 def killed(moment: str, at: int, model: Path, output: Path) -> str:

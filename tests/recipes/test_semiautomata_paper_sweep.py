@@ -16,6 +16,7 @@ import yaml
 
 from hf_icot.studies.sweep import RECORD_FILE, load_sweep
 from hf_icot.training.arguments import parse_recipe_args
+from tests import forked
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = REPO / "results" / "semiautomata" / "paper"
@@ -106,10 +107,9 @@ def test_a_tiny_copy_of_the_curriculum_runs_goes_through_the_harness(tmp_path, n
 def test_the_gpu_cost_estimate_counts_the_sweeps_flops_and_times_a_step(tmp_path):
     out = tmp_path / "cost.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "results/semiautomata/paper/estimate_gpu_cost.py", "--steps", "1", "--batch", "2",
-         "--gpu-tflops", "10", "--threads", "1", "--out", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
+    done = forked.run(
+        ["results/semiautomata/paper/estimate_gpu_cost.py", "--steps", "1", "--batch", "2", "--gpu-tflops", "10",
+         "--threads", "1", "--out", str(out)], env=env, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
