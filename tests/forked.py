@@ -95,6 +95,7 @@ def _child(args: list[str], env: dict[str, str], cwd: str, stdout: str, stderr: 
     """In the forked process: become ``python *args`` and exit as it would."""
     this = multiprocessing.current_process()  # named and numbered as a fresh interpreter's main process, no parent
     this._name, this._identity = "MainProcess", ()
+    this._config.pop("daemon", None)  # daemonic for the test process only (see start): it may start processes
     multiprocessing.process._parent_process = None
     if new_session:
         os.setsid()
@@ -218,7 +219,10 @@ def start(args: list[str | Path], env: dict[str, str] | None = None, cwd: Path =
             popen = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                      stdout=stdout, stderr=stderr, start_new_session=start_new_session)  # fmt: skip
         return Started(args, popen, paths)
-    process = _server().Process(target=_child, args=(args, env, str(cwd), *map(str, paths), start_new_session))
+    # daemon: a child a failed test left running is ended when its test process exits, not waited for
+    process = _server().Process(
+        target=_child, args=(args, env, str(cwd), *map(str, paths), start_new_session), daemon=True
+    )
     process.start()
     return Started(args, process, paths)
 

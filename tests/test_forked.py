@@ -27,6 +27,12 @@ if action == "raise":
     raise ValueError("boom")
 if action == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
+if action == "child":  # a process of its own, as a main process may start (a daemonic one may not)
+    import multiprocessing
+    child = multiprocessing.get_context("fork").Process(target=print, args=("from its child",))
+    child.start()
+    child.join()
+    sys.exit(child.exitcode)
 """
 
 
@@ -45,6 +51,7 @@ def script(tmp_path: Path) -> Path:
         (["message"], 1, "error: a message"),
         (["raise"], 1, "ValueError: boom"),
         (["kill"], -signal.SIGKILL, "to stderr"),
+        (["child"], 0, "to stderr"),
     ],
 )
 def test_a_forked_run_exits_and_prints_as_python_does(
@@ -65,6 +72,7 @@ def test_a_forked_run_exits_and_prints_as_python_does(
     assert int(lines[0].split(" pid ")[1].split()[0]) != os.getpid()
     assert lines[1] == "env given main __main__"
     assert lines[-1] == "atexit ran"
+    assert ("from its child" in lines) == (argv == ["child"])
 
 
 def test_a_new_session_and_a_module_run_with_minus_m(tmp_path: Path) -> None:
