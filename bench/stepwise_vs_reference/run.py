@@ -239,7 +239,8 @@ def run(command: list[str], log: Path, env: dict | None = None) -> str:
                           env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})  # fmt: skip
     log.write_text(done.stdout + "\n--- stderr ---\n" + done.stderr, encoding="utf-8")
     if done.returncode != 0:
-        raise SystemExit(f"{command[1] if command[1] != '-c' else 'reference'} failed; see {log}")
+        # both sides start as `python -c LAUNCHER`: the log's name says which one failed
+        raise SystemExit(f"{log.stem} failed; see {log}")
     print(f"  {log.stem}: {time.perf_counter() - start:.0f} s wall", flush=True)
     return done.stdout
 

@@ -4,6 +4,8 @@ of training, so it is never run here."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from bench.stepwise_vs_reference import run
@@ -35,3 +37,10 @@ def test_a_lever_side_takes_flag_equals_value(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         run.parse_args(["--reference-repo", str(tmp_path), "--lever-off", "fused_gelu"])
     assert "is not FLAG=VALUE" in capsys.readouterr().err
+
+
+def test_a_side_that_fails_is_named_by_its_log(tmp_path) -> None:
+    log = tmp_path / "ours_eval_on.log"
+    with pytest.raises(SystemExit, match=rf"^ours_eval_on failed; see {log}$"):
+        run.run([sys.executable, "-c", "import sys; print('why', file=sys.stderr); sys.exit(3)"], log)
+    assert log.read_text().endswith("--- stderr ---\nwhy\n"), "the side's output is kept"
