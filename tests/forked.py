@@ -210,11 +210,12 @@ def start(args: list[str | Path], env: dict[str, str] | None = None, cwd: Path =
     paths = (Path(log), Path(log)) if log is not None else (Path(folder, "stdout"), Path(folder, "stderr"))
     for path in paths:
         path.write_text("")
-    differing = [] if launcher(args) else unforkable_environment(env)
+    is_launcher = launcher(args)
+    differing = [] if is_launcher else unforkable_environment(env)
     if differing:
         warnings.warn(f"{args[:2]} starts a fresh interpreter: its environment differs from the fork server's in "
                       f"{differing}", stacklevel=2)  # fmt: skip
-    if launcher(args) or differing:
+    if is_launcher or differing:
         with open(paths[0], "a") as stdout, open(paths[1], "a") as stderr:
             popen = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                      stdout=stdout, stderr=stderr, start_new_session=start_new_session)  # fmt: skip
