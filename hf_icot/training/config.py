@@ -185,6 +185,17 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "activations instead of seven. The saved model is unchanged."
         },
     )
+    draw_dropout_ahead: bool = field(
+        default=True,
+        metadata={
+            "help": "On the CPU, draw each training forward's dropout masks on a helper thread while the forward "
+            "runs, from torch's generator in torch's order: the same numbers, so the same loss and gradients bit for "
+            "bit. Used where it pays and is exact: training on the CPU on 2 or more torch threads with "
+            "OMP_WAIT_POLICY=PASSIVE (the recipes set it), no gradient checkpointing, not for the latent methods, "
+            "and only while each forward draws nothing but its recorded dropout calls (checked; SDPA attention with "
+            "dropout runs as eager attention meanwhile, the same function)."
+        },
+    )
     decay_all_parameters: bool = field(
         default=False,
         metadata={

@@ -177,12 +177,17 @@ def run_main(
     (:class:`hf_icot.errors.RunStopped`: preempted, diverged, out of disk space) ends with its sentence and its
     ``exit_status`` (75 when preempted)."""
     import logging
+    import os
     import sys
 
     from hf_icot.errors import PreemptedAfterTraining, RunPreempted, RunStopped
     from hf_icot.training.arguments import parse_recipe_args
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if "torch" not in sys.modules:  # libgomp reads it once, when torch is imported
+        # torch's threads sleep between parallel regions instead of spinning, so a core is free for the dropout
+        # draws of hf_icot.training.dropout_ahead (the same step time without it: bench/bench_dropout_draws.py).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         main(*(parse or parse_recipe_args)())
     except (RunStopped, PreemptedAfterTraining) as error:

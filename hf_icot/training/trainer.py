@@ -14,6 +14,8 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.training.fused_gelu`): the Python tanh GELU
   becomes torch's fused one, the same function to float rounding; and a right-padded batch no label reads loses its
   attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
+* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, :mod:`hf_icot.training.dropout_ahead`): on the CPU a
+  helper thread draws each training forward's dropout masks while it runs, the same numbers in torch's order.
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
   cleared; the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
@@ -35,6 +37,7 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -57,6 +60,7 @@ from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
 from hf_icot.training.causal_mask import without_needless_mask
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.dropout_ahead import dropout_draws_ahead_for, eager_attention_while
 from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
@@ -230,6 +234,8 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
             self.add_callback(self.generation_eval)
         if layout.latent:
             self.loss_is_scaled_for_ga = False  # the latent losses are micro-batch means, as the methods' own code
+        latent = getattr(self, "latent_renderer", None) is not None
+        self.dropout_ahead = dropout_draws_ahead_for(args, self.model, latent)
         self._register_safeguards()
 
     def _inserted_tokens(self, dataset: Any) -> list[str]:
@@ -351,6 +357,12 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
             fuse_tanh_gelu(model)
         return model
 
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.dropout_ahead is None or not model.training:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with self.dropout_ahead.forward(inputs):  # the forward only: a backward never draws
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
     def training_step(self, model, inputs, num_items_in_batch=None):
         if inputs.pop(SKIP_KEY, False):
             # No forward or backward: parameters without a gradient are left alone by the optimizer step.
@@ -411,9 +423,12 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})
-        output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
-        if self.state.global_step > 0:
-            self._end_stage(self.schedule.stage(self.state.global_step - 1))
+        with contextlib.nullcontext() if self.dropout_ahead is None else eager_attention_while(self.model):
+            output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
+            if self.state.global_step > 0:
+                self._end_stage(self.schedule.stage(self.state.global_step - 1))
+        if self.dropout_ahead is not None:
+            logger.info("dropout masks: %s", self.dropout_ahead.summary())
         costs = self.stage_end_seconds
         if sum(costs.values()) >= 0.05:  # a run whose stage ends do nothing says nothing
             logger.info(

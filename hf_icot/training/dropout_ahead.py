@@ -1,0 +1,248 @@
+"""Dropout's masks drawn on a helper thread while a CPU training forward runs: the same numbers, off the step's path.
+
+On the CPU torch draws every dropout mask with its Mersenne Twister one element after another on one thread (~7.5 ns
+an element, ``bench/bench_dropout_draws.py``): at the stepwise reference's small vocabulary about a fifth of a GPT-2
+training step. The masks a forward asks for are known before it runs — the same shapes, probabilities and order for
+every batch of the same shape — so a helper thread can draw them from torch's default generator, in that order, while
+the forward computes, and each ``torch.nn.functional.dropout`` call of the forward multiplies by the next one. They are
+the numbers torch would have drawn, multiplied as torch multiplies them, and the generator ends where it would have
+ended: the loss and the gradients are bitwise the same, and so is everything drawn after the step.
+
+How it stays exact:
+
+* the first training forward of each batch shape runs as torch runs it and records its dropout calls; the run's first
+  such forward is also checked, on a copy of the generator, to have drawn nothing else (attention written as SDPA
+  draws its dropout inside the kernel, a model may draw numbers of its own, a module may hold ``dropout`` imported by
+  name): if it did, the lever is off for the rest of the run;
+* a later forward whose calls leave the record (another shape or probability, one call more or fewer) is put back:
+  the helper stops, the generator is rewound to the forward's start, the masks already used are drawn again, and the
+  rest runs as torch runs it. A run whose forwards keep leaving their records (8 put back, and more than one for
+  every 10 drawn ahead) turns the lever off.
+
+It pays only where the step leaves a core idle while torch draws. libgomp's threads busy-wait between parallel
+regions by default and the helper then competes with them (0.95-0.98x on the bench's step at 2 threads); with
+``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x. While a forward runs,
+``torch.nn.functional.dropout`` is this module's for every thread of the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
+
+import torch
+from torch.nn import functional
+
+logger = logging.getLogger(__name__)
+
+
+class Draw(NamedTuple):
+    """One dropout call of a forward, as far as its random numbers go."""
+
+    shape: tuple[int, ...]
+    p: float
+    dtype: torch.dtype
+    inplace: bool
+
+
+def _draws(input: torch.Tensor, p: float, training: bool) -> bool:  # noqa: A002 - torch's own name
+    """Whether torch's CPU dropout draws a mask for this call (it draws none for p 0 or 1, eval, or no elements)."""
+    return training and 0 < p < 1 and input.numel() > 0
+
+
+def _mask(draw: Draw, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The scaled mask torch's CPU dropout draws for ``draw`` (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``)."""
+    return torch.empty(draw.shape, dtype=draw.dtype).bernoulli_(1 - draw.p, generator=generator).div_(1 - draw.p)
+
+
+#: Config fields in which transformers' models name their attention dropout.
+ATTENTION_DROPOUT_FIELDS = ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob")
+
+
+@contextlib.contextmanager
+def eager_attention_while(model: Any) -> Iterator[None]:
+    """Run a transformers model whose SDPA attention has a dropout as eager attention inside the block, and as SDPA
+    again after it; anything else is left as it is.
+
+    SDPA draws its attention dropout inside the kernel, where no ``torch.nn.functional.dropout`` sees it; eager
+    attention is the same function (softmax, dropout, product: the loss to float rounding) with the draw in Python,
+    and on the CPU SDPA runs its math path under dropout anyway. The saved config never names the implementation."""
+    config = getattr(model, "config", None)
+    dropout = max((float(getattr(config, name, 0) or 0) for name in ATTENTION_DROPOUT_FIELDS), default=0.0)
+    if (
+        getattr(config, "_attn_implementation", None) != "sdpa"
+        or dropout <= 0
+        or not hasattr(model, "set_attn_implementation")
+    ):
+        yield
+        return
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation("sdpa")
+
+
+def dropout_draws_ahead_for(args: Any, model: Any, latent: bool) -> DropoutDrawsAhead | None:
+    """The lever for a run with training arguments ``args`` (``draw_dropout_ahead``) where it pays and can be exact:
+    on the CPU, on 2 or more torch threads with ``OMP_WAIT_POLICY=PASSIVE``, without gradient checkpointing (whose
+    backward runs the forward again) and not for a latent method (several forwards per step); else ``None``."""
+    if not (args.draw_dropout_ahead and args.device.type == "cpu" and isinstance(model, torch.nn.Module)):
+        return None
+    if latent or args.gradient_checkpointing:
+        return None
+    if torch.get_num_threads() < 2 or not passive_wait_policy():
+        return None  # no idle core to draw on, or torch's threads spin on it (slower: bench/bench_dropout_draws.py)
+    return DropoutDrawsAhead()
+
+
+def passive_wait_policy() -> bool:
+    """Whether the environment asks libgomp's threads to sleep, rather than spin, between parallel regions."""
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+
+
+class DropoutDrawsAhead:
+    """Draws the dropout masks of CPU training forwards ahead on a helper thread; see the module's docstring.
+
+    ``with ahead.forward(inputs): loss = model(**inputs).loss`` — ``inputs`` (a mapping of tensors) names the batch
+    shape. Counters: ``forwards_ahead`` (forwards whose masks the helper drew), ``put_back`` (forwards that left their
+    record), ``off_reason`` (why the lever turned itself off, or ``None``)."""
+
+    #: Put-backs from which the lever gives up, when they are also more than a tenth of the forwards drawn ahead.
+    MAX_PUT_BACK = 8
+
+    def __init__(self) -> None:
+        self._records: dict[tuple, tuple[Draw, ...]] = {}
+        self._checked = False  # whether a forward was shown to draw through torch.nn.functional.dropout only
+        self.forwards_ahead = 0
+        self.put_back = 0
+        self.off_reason: str | None = None
+
+    @contextlib.contextmanager
+    def forward(self, inputs: Mapping[str, Any]) -> Iterator[None]:
+        if self.off_reason is not None:
+            yield
+            return
+        key = tuple((name, tuple(value.shape)) for name, value in inputs.items() if isinstance(value, torch.Tensor))
+        record = self._records.get(key)
+        if record == ():  # a forward that draws nothing: no helper to start
+            yield
+            return
+        with self._recording(key) if record is None else self._drawing_ahead(key, record):
+            yield
+
+    def summary(self) -> str:
+        """One line for the log: how many forwards had their masks drawn ahead, put back, and why it stopped."""
+        line = f"{self.forwards_ahead} training forwards drawn ahead on a helper thread, {self.put_back} put back"
+        return line if self.off_reason is None else f"{line}; then drawn in the step: {self.off_reason}"
+
+    def _turn_off(self, reason: str) -> None:
+        self.off_reason = reason
+        logger.info("dropout masks are drawn in the step from now on: %s", reason)
+
+    @contextlib.contextmanager
+    def _recording(self, key: tuple) -> Iterator[None]:
+        torch_dropout = functional.dropout
+        start = torch.get_rng_state()
+        calls: list[Draw] = []
+        other_device = []
+
+        def recording(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own names
+            if _draws(input, p, training):
+                calls.append(Draw(tuple(input.shape), float(p), input.dtype, bool(inplace)))
+                other_device.append(input.device.type != "cpu")
+            return torch_dropout(input, p, training, inplace)
+
+        functional.dropout = recording
+        try:
+            yield
+        finally:
+            functional.dropout = torch_dropout
+        if any(other_device):
+            self._turn_off("a dropout input is not on the CPU (its generator is another)")
+            return
+        if not self._checked:
+            self._check_nothing_else_drew(start, calls)
+        if self.off_reason is None:
+            self._records[key] = tuple(calls)
+
+    def _check_nothing_else_drew(self, start: torch.Tensor, calls: list[Draw]) -> None:
+        """Turn the lever off unless ``calls``, drawn from ``start``, leave the generator where the forward left it."""
+        replay = torch.Generator()
+        replay.set_state(start)
+        for call in calls:
+            _mask(call, replay)
+        if not torch.equal(replay.get_state(), torch.get_rng_state()):
+            self._turn_off(
+                "the forward draws random numbers outside torch.nn.functional.dropout (SDPA's own dropout, or a "
+                "model's own draws): a helper's draws would interleave with them"
+            )
+        self._checked = True
+
+    @contextlib.contextmanager
+    def _drawing_ahead(self, key: tuple, record: tuple[Draw, ...]) -> Iterator[None]:
+        torch_dropout = functional.dropout
+        start = torch.get_rng_state()
+        masks: queue.SimpleQueue = queue.SimpleQueue()
+        stop = threading.Event()
+        served = 0
+        left_record = False
+
+        def draw() -> None:
+            try:
+                for call in record:
+                    if stop.is_set():
+                        return
+                    masks.put(_mask(call))
+            except BaseException as error:  # noqa: BLE001 - handed to the forward, which raises it
+                masks.put(error)
+
+        helper = threading.Thread(target=draw, name="dropout-draws-ahead", daemon=True)
+
+        def rewind() -> None:
+            """Stop the helper and leave the generator as torch's own dropout calls so far would have."""
+            stop.set()
+            helper.join()
+            torch.set_rng_state(start)
+            for call in record[:served]:
+                _mask(call)
+
+        def ahead(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own names
+            nonlocal served, left_record
+            if left_record or not _draws(input, p, training):
+                return torch_dropout(input, p, training, inplace)
+            call = Draw(tuple(input.shape), float(p), input.dtype, bool(inplace))
+            if served == len(record) or record[served] != call or input.device.type != "cpu":
+                rewind()
+                left_record = True
+                return torch_dropout(input, p, training, inplace)
+            mask = masks.get()
+            if isinstance(mask, BaseException):
+                raise mask
+            served += 1
+            return input.mul_(mask) if inplace else input * mask  # as torch's CPU dropout multiplies
+
+        helper.start()
+        functional.dropout = ahead
+        try:
+            yield
+        finally:
+            functional.dropout = torch_dropout
+            if not left_record:
+                stop.set()
+                helper.join()
+                if served != len(record):  # fewer calls than recorded, or the forward raised
+                    rewind()
+                    left_record = True
+            if left_record:
+                self.put_back += 1
+                del self._records[key]  # recorded again the next time this shape comes
+                if self.put_back >= self.MAX_PUT_BACK and self.put_back * 10 > self.forwards_ahead:
+                    self._turn_off(f"{self.put_back} forwards left their records")
+            else:
+                self.forwards_ahead += 1

@@ -1,0 +1,222 @@
+"""Dropout's masks drawn ahead on a helper thread (hf_icot.training.dropout_ahead): the same losses, weights and
+generator state bit for bit as torch's own draws — when the forward keeps to its record, when it leaves it (put back),
+when it raises, and when something else draws (the lever turns itself off); SDPA attention with dropout runs as eager
+attention while training and comes back; ICoTTrainer uses the lever only where it can pay, and the recipes ask for
+sleeping OpenMP threads before torch is imported."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, GPT2Config
+
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.training.dropout_ahead import DropoutDrawsAhead, eager_attention_while
+from tests.hf_icot.tiny_task import counting_examples
+
+GPT2 = GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=1)
+#: Batches of two lengths, in turn and repeated, so some forwards are recorded and others drawn ahead.
+LENGTHS = (10, 10, 12, 10, 12, 12)
+
+
+def gpt2(attention: str = "eager", config: GPT2Config = GPT2):
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config, attn_implementation=attention).train()
+
+
+def batches() -> list[dict[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    return [
+        {"input_ids": torch.randint(0, 50, (4, length), generator=generator),
+         "labels": torch.randint(0, 50, (4, length), generator=generator)}
+        for length in LENGTHS
+    ]  # fmt: skip
+
+
+def train(model, ahead: DropoutDrawsAhead | None, change=None) -> tuple[list[float], torch.Tensor]:
+    """A few AdamW steps from seed 1; ``change(step, model)`` runs before each. Returns the losses and the generator's
+    state at the end."""
+    torch.manual_seed(1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for step, batch in enumerate(batches()):
+        if change is not None:
+            change(step, model)
+        with contextlib.nullcontext() if ahead is None else ahead.forward(batch):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    return losses, torch.get_rng_state()
+
+
+def same_weights(one, other) -> bool:
+    return all(torch.equal(a, b) for a, b in zip(one.parameters(), other.parameters(), strict=True))
+
+
+def test_masks_drawn_ahead_give_the_same_losses_weights_and_generator_state() -> None:
+    plain, drawn_ahead = gpt2(), gpt2()
+    ahead = DropoutDrawsAhead()
+    losses, state = train(plain, None)
+    ahead_losses, ahead_state = train(drawn_ahead, ahead)
+    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    # Lengths 10, 10, 12, 10, 12, 12: the first forward of each length is recorded, the other four drawn ahead.
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
+    # Equal because the masks are the same numbers: other numbers give another loss.
+    model = gpt2()
+    torch.manual_seed(2)
+    assert model(**batches()[0]).loss.item() != losses[0]
+
+
+def test_a_forward_that_leaves_its_record_is_put_back_exactly() -> None:
+    def change(step: int, model) -> None:
+        if step == 3:  # a length-10 forward whose last dropout has another probability than recorded
+            model.transformer.h[1].mlp.dropout.p = 0.3
+        if step == 4:  # a length-12 forward that draws one mask fewer than recorded
+            model.transformer.h[1].mlp.dropout.p = 0.0
+
+    plain, drawn_ahead = gpt2(), gpt2()
+    ahead = DropoutDrawsAhead()
+    losses, state = train(plain, None, change)
+    ahead_losses, ahead_state = train(drawn_ahead, ahead, change)
+    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    # Steps 3 and 4 are put back, and their lengths recorded again (step 5); step 1 was drawn ahead.
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (1, 2, None)
+
+
+def test_a_run_whose_forwards_keep_leaving_their_records_turns_the_lever_off() -> None:
+    batch = batches()[0]
+
+    def steps(model, ahead) -> tuple[list[float], torch.Tensor]:
+        torch.manual_seed(1)
+        losses = []
+        for step in range(20):
+            model.transformer.h[0].mlp.dropout.p = (0.1, 0.2)[step % 2]  # every forward leaves the last one's record
+            with contextlib.nullcontext() if ahead is None else ahead.forward(batch):
+                losses.append(model(**batch).loss.item())
+        return losses, torch.get_rng_state()
+
+    ahead = DropoutDrawsAhead()
+    losses, state = steps(gpt2(), None)
+    ahead_losses, ahead_state = steps(gpt2(), ahead)
+    assert ahead_losses == losses and torch.equal(ahead_state, state)
+    # Recorded, put back, recorded, ...: the 8th put-back (forward 16) ends it.
+    assert (ahead.forwards_ahead, ahead.put_back) == (0, DropoutDrawsAhead.MAX_PUT_BACK)
+    assert ahead.off_reason == "8 forwards left their records"
+
+
+def test_a_forward_that_raises_leaves_the_generator_where_torch_would() -> None:
+    def fail_in_the_second_layer(module, args):
+        raise RuntimeError("stop here")
+
+    states = []
+    for ahead in (None, DropoutDrawsAhead()):
+        model = gpt2()
+        train(model, ahead)  # with the lever: a record for length 10, so the next such forward is drawn ahead
+        model.transformer.h[1].register_forward_pre_hook(fail_in_the_second_layer)
+        batch = batches()[0]
+        with pytest.raises(RuntimeError, match="stop here"):
+            with contextlib.nullcontext() if ahead is None else ahead.forward(batch):
+                model(**batch)  # the embeddings' and the first layer's masks drawn, the second's not
+        states.append(torch.get_rng_state())
+    assert ahead.put_back == 1 and torch.equal(states[0], states[1])
+
+
+def test_sdpa_drawing_its_own_dropout_turns_the_lever_off_and_changes_nothing() -> None:
+    plain, sdpa = gpt2("sdpa"), gpt2("sdpa")
+    ahead = DropoutDrawsAhead()
+    losses, state = train(plain, None)
+    ahead_losses, ahead_state = train(sdpa, ahead)
+    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, sdpa)
+    assert ahead.forwards_ahead == 0 and "outside torch.nn.functional.dropout" in ahead.off_reason
+    assert "then drawn in the step" in ahead.summary()
+
+
+def test_eager_attention_while_switches_sdpa_with_attention_dropout_and_back(tmp_path) -> None:
+    model = gpt2("sdpa")
+    model.save_pretrained(tmp_path / "before")
+    with eager_attention_while(model):
+        assert model.config._attn_implementation == "eager"
+        assert model.transformer.h[0].attn.config._attn_implementation == "eager"
+        model.save_pretrained(tmp_path / "during")
+    assert model.config._attn_implementation == "sdpa"
+    assert (tmp_path / "before" / "config.json").read_bytes() == (tmp_path / "during" / "config.json").read_bytes()
+    without_attention_dropout = gpt2("sdpa", GPT2Config.from_dict({**GPT2.to_dict(), "attn_pdrop": 0.0}))
+    with eager_attention_while(without_attention_dropout):  # SDPA draws nothing: it keeps its kernel
+        assert without_attention_dropout.config._attn_implementation == "sdpa"
+
+
+@pytest.fixture()
+def two_threads_passive(monkeypatch):
+    """What the lever needs by default: 2 torch threads and OMP_WAIT_POLICY=PASSIVE (as the recipes set it)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    yield
+    torch.set_num_threads(threads)
+
+
+def icot_trainer(tmp_path, attention: str = "sdpa", **options):
+    from hf_icot.training.config import ICoTConfig
+    from hf_icot.training.trainer import ICoTTrainer
+
+    train, _ = counting_examples(6)
+    tokenizer = build_word_level_tokenizer(train)
+    config = GPT2Config.from_dict({**GPT2.to_dict(), "vocab_size": len(tokenizer)})
+    args = ICoTConfig(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=6, report_to="none", use_cpu=True,
+        save_strategy="no", evaluate_each_stage=False, seed=0, remove_per_epoch=2, **options,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attention)  # GPT-2's dropout 0.1
+    return ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+
+
+def test_icot_trainer_draws_ahead_where_it_pays_with_the_same_weights(tmp_path, two_threads_passive) -> None:
+    trainers = []
+    for name, options in [
+        ("ahead", {}),  # SDPA with attention dropout: eager attention while training
+        ("eager", {"attention": "eager", "draw_dropout_ahead": False}),
+        ("sdpa", {"draw_dropout_ahead": False}),
+    ]:
+        trainers.append(icot_trainer(tmp_path / name, **options))  # each from seed 0: weights, then the draws
+        trainers[-1].train()
+    drawn_ahead, eager, sdpa = trainers
+    assert eager.dropout_ahead is None and sdpa.dropout_ahead is None and drawn_ahead.dropout_ahead is not None
+    assert drawn_ahead.dropout_ahead.forwards_ahead > 0 and drawn_ahead.dropout_ahead.off_reason is None
+    assert drawn_ahead.model.config._attn_implementation == "sdpa", "eager attention while training only"
+    # Bit for bit the run with eager attention: the same masks; and SDPA's run to float rounding.
+    assert same_weights(eager.model, drawn_ahead.model)
+    for ahead, plain in zip(drawn_ahead.model.parameters(), sdpa.model.parameters(), strict=True):
+        torch.testing.assert_close(ahead, plain, atol=1e-6, rtol=1e-5)
+
+
+def test_icot_trainer_leaves_the_lever_off_where_it_cannot_pay(tmp_path, two_threads_passive, monkeypatch) -> None:
+    assert icot_trainer(tmp_path / "checkpointing", gradient_checkpointing=True).dropout_ahead is None
+    torch.set_num_threads(1)
+    assert icot_trainer(tmp_path / "one_thread").dropout_ahead is None
+    torch.set_num_threads(2)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert icot_trainer(tmp_path / "spinning").dropout_ahead is None
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_a_recipe_asks_for_sleeping_openmp_threads_before_torch_unless_told_otherwise(given) -> None:
+    script = (
+        "import os, sys\n"
+        "from hf_icot.training.recipe import run_main\n"
+        "assert 'torch' not in sys.modules\n"
+        "run_main(lambda: print('policy', os.environ.get('OMP_WAIT_POLICY')), parse=lambda: ())\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"policy {given or 'PASSIVE'}" in done.stdout
