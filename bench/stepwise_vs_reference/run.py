@@ -85,7 +85,8 @@ json.dump(record, open(out_path, "w"))
 
 
 OURS_LAUNCHER = r"""
-import json, runpy, sys, time
+import json, os, runpy, sys, time
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the recipe's run_main does before torch, imported next here
 import transformers
 out_path, recipe = sys.argv[1], sys.argv[2]
 step_ends = []

@@ -21,6 +21,7 @@ NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
 TINY = {
     "bench_build.py": ["--train-size", "64", "--repeat", "1"],
     "bench_causal_mask.py": ["--steps", "2"],
+    "bench_dropout_draws.py": ["--steps", "2", "--n-layer", "1", "--n-embd", "16"],
     "bench_start_up.py": ["--repeat", "1"],
     "bench_collator.py": ["--rows", "200", "--repeat", "1"],
     "bench_inference.py": [
@@ -116,6 +117,18 @@ def test_bench_causal_mask_prints_both_ways_their_ratio_and_the_loss_difference(
     out = run_bench("bench_causal_mask.py", *TINY["bench_causal_mask.py"])
     row = re.search(rf"^median +({NUMBER})ms +({NUMBER})ms +({NUMBER})x +([0-9.e+-]+)$", out, re.MULTILINE)
     assert row and number(row.group(3)) > 0 and float(row.group(4)) <= 1e-6, out
+
+
+def test_bench_dropout_draws_prints_the_three_ways_and_that_they_draw_the_same_numbers() -> None:
+    out = run_bench("bench_dropout_draws.py", *TINY["bench_dropout_draws.py"])
+    draws = re.search(r"GPT-2 1x16, .*batch 32 x (\d+) tokens, ([0-9,]+) dropout draws per step", out)
+    assert draws, out
+    # The embeddings' and the layer's two residual dropouts: (32, T, 16) each; the layer's attention: (32, 4, T, T).
+    tokens = int(draws.group(1))
+    assert int(draws.group(2).replace(",", "")) == 3 * 32 * tokens * 16 + 32 * 4 * tokens * tokens
+    rows = dict(re.findall(rf"^(in the step|helper thread|drawn before) +{NUMBER}ms +({NUMBER})x$", out, re.M))
+    assert set(rows) == {"in the step", "helper thread", "drawn before"} and number(rows["in the step"]) == 1.0
+    assert "largest loss difference from torch's own draws: 0.00e+00" in out, "the same masks, so the same loss"
 
 
 def test_bench_build_prints_a_row_per_task() -> None:

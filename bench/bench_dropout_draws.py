@@ -1,0 +1,185 @@
+"""Time a training step whose dropout masks are drawn in it, on a helper thread beside it, and before it.
+
+Run from the repository root, with nothing else running::
+
+    python bench/bench_dropout_draws.py                  # GPT-2 4x128, dropout 0.1, 4x4 lines, batch 32, 40 steps
+    OMP_WAIT_POLICY=PASSIVE python bench/bench_dropout_draws.py --threads 2     # as the recipes run
+    OMP_WAIT_POLICY=ACTIVE python bench/bench_dropout_draws.py --threads 2
+
+At the stepwise reference's small vocabulary, dropout's random draws are the largest cost of a CPU training step that
+is not a matrix product (torch's CPU ``bernoulli_`` runs the Mersenne Twister serially, ~7.5 ns per element, ~5
+million elements per step here), and they cannot be made cheaper without drawing other numbers, which changes the
+loss. What is left is to take them off the step's critical path. This script times three ways of the same step
+(forward, backward, gradient clipping, fused AdamW; eager attention, so every draw goes through
+``torch.nn.functional.dropout``; GPT-2's GELU fused as ``ICoTTrainer`` fuses it), alternating them so a change of load
+touches all three:
+
+* ``in the step`` — as torch does it;
+* ``helper thread`` — a second Python thread draws the step's masks, in the step's order from the same generator,
+  while the step runs and consumes them (the lever, ``hf_icot.training.dropout_ahead``, reduced to its core; it pays
+  only when torch's threads sleep between parallel regions: ``OMP_WAIT_POLICY=PASSIVE``, read when torch is
+  imported);
+* ``drawn before`` — the masks drawn before the clock starts: what the step would cost if its draws were free (a
+  bound, not a lever).
+
+It prints the median seconds per step of each, the ratios, and the largest loss difference of the helper thread's
+and the bound's steps from torch's own on the same batches and weights (0 when the masks are the same numbers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import os
+import queue
+import statistics
+import threading
+import time
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=40, help="Timed steps of each way (default: 40).")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1).")
+    parser.add_argument("--n-layer", type=int, default=4, help="GPT-2 layers (default: 4).")
+    parser.add_argument("--n-embd", type=int, default=128, help="GPT-2 width, 4 heads (default: 128).")
+    args = parser.parse_args(argv)
+    if args.steps < 2 or args.threads < 1 or args.n_layer < 1 or args.n_embd < 4 or args.n_embd % 4:
+        parser.error(
+            f"--steps {args.steps} must be >= 2, --threads {args.threads} and --n-layer {args.n_layer} >= 1, and "
+            f"--n-embd {args.n_embd} a multiple of 4 (the heads)."
+        )
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    import datasets
+    import torch
+    from torch.nn import functional
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from datasets_builder.tasks import multiplication
+    from hf_icot.cot import TruncationSpec
+    from hf_icot.data.collator import ICoTCollator
+    from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training.causal_mask import without_needless_mask
+    from hf_icot.training.fused_gelu import fuse_tanh_gelu
+
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    datasets.disable_progress_bars()
+    lines = 32 * min(8, args.steps + 2)  # the batches the timed steps go through
+    data = multiplication.build(multiplication.Params(a_digits=4, b_digits=4, train_size=lines, seed=0))["train"]
+    tokenizer = build_word_level_tokenizer(data)
+    collator = ICoTCollator(tokenizer)
+    examples = list(collator.prepare_dataset(data)[0])
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=args.n_embd, n_layer=args.n_layer,
+                        n_head=4,
+                        bos_token_id=collator.eos_id, eos_token_id=collator.eos_id)  # fmt: skip
+    config._attn_implementation = "eager"  # every draw through torch.nn.functional.dropout
+    model = GPT2LMHeadModel(config)
+    fuse_tanh_gelu(model)
+    model.train()
+    full_cot = TruncationSpec("token", "left", 0)
+    # As ICoTTrainer feeds it: right padding that no label reads goes without its mask.
+    batches = [
+        without_needless_mask(model, collator.render(examples[start : start + 32], [full_cot] * 32))
+        for start in range(0, len(examples), 32)
+    ]
+
+    torch_dropout = functional.dropout
+    source: dict[str, queue.SimpleQueue | None] = {"masks": None}
+
+    def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own parameter names
+        masks = source["masks"]
+        if masks is None or not training or p == 0:
+            return torch_dropout(input, p, training, inplace)
+        return input * masks.get()  # torch's own: input * bernoulli_(1 - p).div_(1 - p)
+
+    def draws_of(batch) -> list[tuple[tuple[int, ...], float]]:
+        """The shapes and probabilities the step draws, in its order (one forward, no gradient, then rewound)."""
+        seen = []
+
+        def record(input, p=0.5, training=True, inplace=False):  # noqa: A002
+            if training and p:
+                seen.append((tuple(input.shape), p))
+            return input
+
+        state = torch.get_rng_state()
+        functional.dropout = record
+        with torch.no_grad():
+            model(**batch)
+        functional.dropout = dropout
+        torch.set_rng_state(state)
+        return seen
+
+    def draw(draws, into: queue.SimpleQueue) -> None:
+        for shape, p in draws:
+            into.put(torch.empty(shape).bernoulli_(1 - p).div_(1 - p))
+
+    def make_step(net):
+        optimizer = torch.optim.AdamW(net.parameters(), lr=5e-5, fused=True)
+
+        def step(batch, way: str, draws) -> tuple[float, float]:
+            helper = None
+            if way == "drawn before":
+                source["masks"] = queue.SimpleQueue()
+                draw(draws, source["masks"])
+            start = time.perf_counter()
+            if way == "helper thread":
+                source["masks"] = queue.SimpleQueue()
+                helper = threading.Thread(target=draw, args=(draws, source["masks"]))
+                helper.start()
+            loss = net(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if helper is not None:
+                helper.join()
+            seconds = time.perf_counter() - start
+            source["masks"] = None
+            return seconds, loss.item()
+
+        return step
+
+    ways = ("in the step", "helper thread", "drawn before")
+    functional.dropout = dropout
+    with contextlib.ExitStack() as restore:
+        restore.callback(setattr, functional, "dropout", torch_dropout)
+        draws = [draws_of(batch) for batch in batches]
+        # The same numbers: each way from the same weights and generator state, three steps.
+        difference = 0.0
+        for way in ways[1:]:
+            torch.manual_seed(1)
+            reference_step, other_step = make_step(copy.deepcopy(model)), make_step(copy.deepcopy(model))
+            for index in range(3):
+                state = torch.get_rng_state()
+                _, expected = reference_step(batches[index], "in the step", draws[index])
+                torch.set_rng_state(state)
+                _, got = other_step(batches[index], way, draws[index])
+                difference = max(difference, abs(expected - got))
+        step = make_step(model)
+        timings: dict[str, list[float]] = {way: [] for way in ways}
+        for index in range(args.steps + 2):  # two warm-up steps each
+            for way in ways:
+                seconds, _ = step(batches[index % len(batches)], way, draws[index % len(batches)])
+                if index >= 2:
+                    timings[way].append(seconds)
+    medians = {way: statistics.median(timings[way]) for way in ways}
+    elements = sum(torch.Size(shape).numel() for shape, _ in draws[0])
+    print(
+        f"GPT-2 {args.n_layer}x{args.n_embd}, dropout 0.1, eager attention, vocabulary {config.vocab_size}, batch 32 x "
+        f"{batches[0]['input_ids'].shape[1]} tokens, {elements:,} dropout draws per step, {args.steps} steps each, "
+        f"{args.threads} thread(s), OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}"
+    )
+    print(f"{'way':14s} {'median step':>12s} {'in the step / way':>18s}")
+    for way in ways:
+        print(f"{way:14s} {medians[way] * 1000:10.1f}ms {medians['in the step'] / medians[way]:17.2f}x")
+    print(f"largest loss difference from torch's own draws: {difference:.2e}")
+
+
+if __name__ == "__main__":
+    main()
