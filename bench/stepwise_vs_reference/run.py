@@ -11,7 +11,8 @@ multiplication lines (``datasets_builder``, seed 0; the reference reads them as 
 same rows with ``--task multiplication``), a byte-level BPE trained on them (a few hundred ids), and a GPT-2 of 4
 layers, 128 wide, with that vocabulary (``small``) or with GPT-2's 50,257 rows (``gpt2``), saved with its tokenizer so
 that both sides load the same weights. Then, per round and vocabulary, one after the other (interleaved, so a load
-change on the machine touches every side alike): the reference with its README's multiplication flags (1 epoch, batch
+change on the machine touches every side alike; each round starts one side later than the last, so that no side
+always runs first or last): the reference with its README's multiplication flags (1 epoch, batch
 32, lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference``
 and the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
 validation examples at every stage end; no generation, ``eval_modes`` being empty) and off; both save the stage
@@ -47,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,11 +263,15 @@ def main(argv: list[str] | None = None) -> None:
             run_dir = args.work_dir / f"round{round_index}_{vocab}"
             run_dir.mkdir(parents=True, exist_ok=True)
             print(f"round {round_index + 1}, vocabulary {vocab}:", flush=True)
-            results[vocab]["reference"].append(launch_reference(args, folder, run_dir))
-            results[vocab]["ours, stage eval on"].append(launch_ours(args, folder, run_dir, stage_eval=True))
-            results[vocab]["ours, stage eval off"].append(launch_ours(args, folder, run_dir, stage_eval=False))
-            for side, lever in levers.items():
-                results[vocab][side].append(launch_ours(args, folder, run_dir, stage_eval=False, lever=lever))
+            launches = {
+                "reference": partial(launch_reference, args, folder, run_dir),
+                "ours, stage eval on": partial(launch_ours, args, folder, run_dir, True),
+                "ours, stage eval off": partial(launch_ours, args, folder, run_dir, False),
+                **{side: partial(launch_ours, args, folder, run_dir, False, lever) for side, lever in levers.items()},
+            }
+            # Each round starts one side later, so no side always runs first or last (an order effect was seen).
+            for side in sides[round_index % len(sides) :] + sides[: round_index % len(sides)]:
+                results[vocab][side].append(launches[side]())
     print(f"\n4x4 lines: {args.train_size}, 1 epoch, batch 32; {args.threads} torch thread(s) per side; "
           f"median of {args.rounds} interleaved round(s)")  # fmt: skip
     print(f"{'vocabulary':12s} {'side':34s} {'loop s':>8s} {'ratio':>6s} {'same clock s':>12s} {'ratio':>6s}  "
