@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
 import re
 import shutil
@@ -21,9 +20,9 @@ from safetensors.torch import load_file
 from transformers.trainer_utils import get_last_checkpoint
 
 from hf_icot.training.run_lock import LOCK_FILE
-from tests import forked
-from tests.recipes.conftest import RECIPE, REPO, recipe_args, run_recipe
+from tests.recipes.conftest import RECIPE, recipe_args, run_recipe
 from tests.recipes.killed_recipe import COMMAND as KILLED_RECIPE
+from tests.recipes.test_every_recipe_resumes import run
 
 SAVE_EVERY_2 = ["--save_strategy", "steps", "--save_steps", "2"]
 STEPS, STEPS_PER_EPOCH = 12, 3  # recipe_args: 48 examples, 16 per batch, 4 epochs
@@ -32,12 +31,12 @@ LOSS_LINE = re.compile(r"\{'loss': [^}]*'epoch': '([0-9.]+)'\}")  # what Trainer
 
 def run_command(*command: str | Path) -> subprocess.CompletedProcess:
     """Run ``command`` (what follows ``python``: a script or ``-m`` and a module, then its arguments) in a process of
-    its own on one thread (forked from the session's pre-imported server: ``tests.forked``), as ``run_recipe`` runs
-    the uninterrupted run in this one.
+    its own on one thread, as ``run_recipe`` runs the uninterrupted run in this one (the resume tests' one helper:
+    ``tests.recipes.test_every_recipe_resumes.run``).
 
     Runs on the same thread count are bitwise equal (measured); a 1-thread and a 2-thread run of the same recipe
     differ by ~3.5e-6 in the weights on some CPUs (the kernels' reduction order), which says nothing of resume."""
-    return forked.run(command, env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+    return run([str(part) for part in command])
 
 
 def killed(moment: str, at: int, model: Path, output: Path) -> str:
