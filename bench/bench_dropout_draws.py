@@ -15,10 +15,10 @@ loss. What is left is to take them off the step's critical path. This script tim
 touches all three:
 
 * ``in the step`` — as torch does it;
-* ``helper thread`` — a second Python thread draws the step's masks, in the step's order from the same generator,
-  while the step runs and consumes them (the lever, ``hf_icot.training.dropout_ahead``, reduced to its core; it pays
-  only when torch's threads sleep between parallel regions: ``OMP_WAIT_POLICY=PASSIVE``, read when torch is
-  imported);
+* ``helper thread`` — the lever (``hf_icot.training.dropout_ahead.DropoutDrawsAhead``, as ``ICoTTrainer`` runs it):
+  a second thread draws the forward's masks, in its order from the same generator, while the step runs and consumes
+  them (the first forward of each batch shape is recorded and drawn in the step); it pays only when torch's threads
+  sleep between parallel regions: ``OMP_WAIT_POLICY=PASSIVE``, read when torch is imported;
 * ``drawn before`` — the masks drawn before the clock starts: what the step would cost if its draws were free (a
   bound, not a lever).
 
@@ -34,7 +34,6 @@ import copy
 import os
 import queue
 import statistics
-import threading
 import time
 
 
@@ -64,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     from hf_icot.data.collator import ICoTCollator
     from hf_icot.data.tokenization import build_word_level_tokenizer
     from hf_icot.training.causal_mask import without_needless_mask
+    from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
     from hf_icot.training.fused_gelu import fuse_tanh_gelu
 
     args = parse_args(argv)
@@ -90,21 +90,21 @@ def main(argv: list[str] | None = None) -> None:
     ]
 
     torch_dropout = functional.dropout
-    source: dict[str, queue.SimpleQueue | None] = {"masks": None}
+    drawn_before: dict[str, queue.SimpleQueue | None] = {"masks": None}
 
     def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own parameter names
-        masks = source["masks"]
+        masks = drawn_before["masks"]
         if masks is None or not training or p == 0:
             return torch_dropout(input, p, training, inplace)
         return input * masks.get()  # torch's own: input * bernoulli_(1 - p).div_(1 - p)
 
-    def draws_of(batch) -> list[tuple[tuple[int, ...], float]]:
-        """The shapes and probabilities the step draws, in its order (one forward, no gradient, then rewound)."""
+    def draws_of(batch) -> list[Draw]:
+        """The dropout calls the step draws for, in its order (one forward, no gradient, then rewound)."""
         seen = []
 
         def record(input, p=0.5, training=True, inplace=False):  # noqa: A002
             if training and p:
-                seen.append((tuple(input.shape), p))
+                seen.append(Draw(tuple(input.shape), p, input.dtype, inplace))
             return input
 
         state = torch.get_rng_state()
@@ -115,32 +115,23 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_rng_state(state)
         return seen
 
-    def draw(draws, into: queue.SimpleQueue) -> None:
-        for shape, p in draws:
-            into.put(torch.empty(shape).bernoulli_(1 - p).div_(1 - p))
-
-    def make_step(net):
+    def make_step(net, ahead: DropoutDrawsAhead):
         optimizer = torch.optim.AdamW(net.parameters(), lr=5e-5, fused=True)
 
-        def step(batch, way: str, draws) -> tuple[float, float]:
-            helper = None
+        def step(batch, way: str, draws: list[Draw]) -> tuple[float, float]:
             if way == "drawn before":
-                source["masks"] = queue.SimpleQueue()
-                draw(draws, source["masks"])
+                drawn_before["masks"] = queue.SimpleQueue()
+                for call in draws:
+                    drawn_before["masks"].put(dropout_mask(call))
             start = time.perf_counter()
-            if way == "helper thread":
-                source["masks"] = queue.SimpleQueue()
-                helper = threading.Thread(target=draw, args=(draws, source["masks"]))
-                helper.start()
-            loss = net(**batch).loss
+            with ahead.forward(batch) if way == "helper thread" else contextlib.nullcontext():
+                loss = net(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-            if helper is not None:
-                helper.join()
             seconds = time.perf_counter() - start
-            source["masks"] = None
+            drawn_before["masks"] = None
             return seconds, loss.item()
 
         return step
@@ -150,26 +141,30 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.ExitStack() as restore:
         restore.callback(setattr, functional, "dropout", torch_dropout)
         draws = [draws_of(batch) for batch in batches]
-        # The same numbers: each way from the same weights and generator state, three steps.
+        # The same numbers: each way from the same weights and generator state, three steps on one batch (the lever
+        # records the first and draws the next two ahead).
         difference = 0.0
         for way in ways[1:]:
             torch.manual_seed(1)
-            reference_step, other_step = make_step(copy.deepcopy(model)), make_step(copy.deepcopy(model))
-            for index in range(3):
+            reference_step = make_step(copy.deepcopy(model), DropoutDrawsAhead())
+            other_step = make_step(copy.deepcopy(model), DropoutDrawsAhead())
+            for _ in range(3):
                 state = torch.get_rng_state()
-                _, expected = reference_step(batches[index], "in the step", draws[index])
+                _, expected = reference_step(batches[0], "in the step", draws[0])
                 torch.set_rng_state(state)
-                _, got = other_step(batches[index], way, draws[index])
+                _, got = other_step(batches[0], way, draws[0])
                 difference = max(difference, abs(expected - got))
-        step = make_step(model)
+        ahead = DropoutDrawsAhead()
+        step = make_step(model, ahead)
         timings: dict[str, list[float]] = {way: [] for way in ways}
-        for index in range(args.steps + 2):  # two warm-up steps each
+        warm_up = len(batches)  # a step per batch each, so the lever has recorded every batch shape before the clock
+        for index in range(warm_up + args.steps):
             for way in ways:
                 seconds, _ = step(batches[index % len(batches)], way, draws[index % len(batches)])
-                if index >= 2:
+                if index >= warm_up:
                     timings[way].append(seconds)
     medians = {way: statistics.median(timings[way]) for way in ways}
-    elements = sum(torch.Size(shape).numel() for shape, _ in draws[0])
+    elements = sum(torch.Size(call.shape).numel() for call in draws[0])
     print(
         f"GPT-2 {args.n_layer}x{args.n_embd}, dropout 0.1, eager attention, vocabulary {config.vocab_size}, batch 32 x "
         f"{batches[0]['input_ids'].shape[1]} tokens, {elements:,} dropout draws per step, {args.steps} steps each, "
@@ -179,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     for way in ways:
         print(f"{way:14s} {medians[way] * 1000:10.1f}ms {medians['in the step'] / medians[way]:17.2f}x")
     print(f"largest loss difference from torch's own draws: {difference:.2e}")
+    print(f"the lever's log: {ahead.summary()}")
 
 
 if __name__ == "__main__":

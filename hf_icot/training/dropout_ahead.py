@@ -55,7 +55,7 @@ def _draws(input: torch.Tensor, p: float, training: bool) -> bool:  # noqa: A002
     return training and 0 < p < 1 and input.numel() > 0
 
 
-def _mask(draw: Draw, generator: torch.Generator | None = None) -> torch.Tensor:
+def dropout_mask(draw: Draw, generator: torch.Generator | None = None) -> torch.Tensor:
     """The scaled mask torch's CPU dropout draws for ``draw`` (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``)."""
     return torch.empty(draw.shape, dtype=draw.dtype).bernoulli_(1 - draw.p, generator=generator).div_(1 - draw.p)
 
@@ -176,7 +176,7 @@ class DropoutDrawsAhead:
         replay = torch.Generator()
         replay.set_state(start)
         for call in calls:
-            _mask(call, replay)
+            dropout_mask(call, replay)
         if not torch.equal(replay.get_state(), torch.get_rng_state()):
             self._turn_off(
                 "the forward draws random numbers outside torch.nn.functional.dropout (SDPA's own dropout, or a "
@@ -198,7 +198,7 @@ class DropoutDrawsAhead:
                 for call in record:
                     if stop.is_set():
                         return
-                    masks.put(_mask(call))
+                    masks.put(dropout_mask(call))
             except BaseException as error:  # noqa: BLE001 - handed to the forward, which raises it
                 masks.put(error)
 
@@ -210,7 +210,7 @@ class DropoutDrawsAhead:
             helper.join()
             torch.set_rng_state(start)
             for call in record[:served]:
-                _mask(call)
+                dropout_mask(call)
 
         def ahead(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own names
             nonlocal served, left_record
