@@ -246,3 +246,42 @@ class DropoutDrawsAhead:
                     self._turn_off(f"{self.put_back} forwards left their records")
             else:
                 self.forwards_ahead += 1
+
+
+class DropoutAheadMixin:
+    """The lever in a :class:`transformers.Trainer` subclass (``ICoTTrainer``): ``self.dropout_ahead`` (set by the
+    subclass's ``__init__``, e.g. from :func:`dropout_draws_ahead_for`) wraps each training forward; while
+    :meth:`drawing_ahead_while_training` holds, the model trains with eager attention, and so does a model that
+    ``model_init`` builds inside ``train()``, with a fresh lever (its first forward checked again: it may be another
+    model)."""
+
+    dropout_ahead: DropoutDrawsAhead | None = None
+    _attention_switches: contextlib.ExitStack | None = None  # set while train() runs with the lever
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.dropout_ahead is None or not model.training:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        with self.dropout_ahead.forward(inputs):  # the forward only: a backward never draws
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def call_model_init(self, trial=None):
+        model = super().call_model_init(trial)
+        if self._attention_switches is not None:  # train() built it
+            self.dropout_ahead = DropoutDrawsAhead()
+            self._attention_switches.enter_context(eager_attention_while(model))
+        return model
+
+    @contextlib.contextmanager
+    def drawing_ahead_while_training(self) -> Iterator[None]:
+        """Wrap ``train()``'s body: eager attention for the lever's models, restored after; the lever's log line."""
+        if self.dropout_ahead is None:
+            yield
+            return
+        with contextlib.ExitStack() as switches:
+            switches.enter_context(eager_attention_while(self.model))
+            self._attention_switches = switches
+            try:
+                yield
+            finally:
+                self._attention_switches = None
+        logger.info("dropout masks: %s", self.dropout_ahead.summary())

@@ -37,7 +37,6 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -60,7 +59,7 @@ from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
 from hf_icot.training.causal_mask import without_needless_mask
 from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, schedule_from_config
-from hf_icot.training.dropout_ahead import dropout_draws_ahead_for, eager_attention_while
+from hf_icot.training.dropout_ahead import DropoutAheadMixin, dropout_draws_ahead_for
 from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
@@ -103,7 +102,15 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
             self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
 
 
-class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, RunOutputsMixin, SafeRunMixin, Trainer):
+class ICoTTrainer(
+    DropoutAheadMixin,
+    LatentMethodMixin,
+    AnswerAccuracyMixin,
+    LabelledLossMixin,
+    RunOutputsMixin,
+    SafeRunMixin,
+    Trainer,
+):
     """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
 
     Args:
@@ -357,12 +364,6 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
             fuse_tanh_gelu(model)
         return model
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if self.dropout_ahead is None or not model.training:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        with self.dropout_ahead.forward(inputs):  # the forward only: a backward never draws
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-
     def training_step(self, model, inputs, num_items_in_batch=None):
         if inputs.pop(SKIP_KEY, False):
             # No forward or backward: parameters without a gradient are left alone by the optimizer step.
@@ -423,12 +424,10 @@ class ICoTTrainer(LatentMethodMixin, AnswerAccuracyMixin, LabelledLossMixin, Run
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})
-        with contextlib.nullcontext() if self.dropout_ahead is None else eager_attention_while(self.model):
+        with self.drawing_ahead_while_training():
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
             if self.state.global_step > 0:
                 self._end_stage(self.schedule.stage(self.state.global_step - 1))
-        if self.dropout_ahead is not None:
-            logger.info("dropout masks: %s", self.dropout_ahead.summary())
         costs = self.stage_end_seconds
         if sum(costs.values()) >= 0.05:  # a run whose stage ends do nothing says nothing
             logger.info(

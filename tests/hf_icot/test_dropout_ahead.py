@@ -162,7 +162,9 @@ def two_threads_passive(monkeypatch):
     torch.set_num_threads(threads)
 
 
-def icot_trainer(tmp_path, attention: str = "sdpa", **options):
+def icot_trainer(tmp_path, attention: str = "sdpa", model_init: bool = False, **options):
+    """An ICoTTrainer on a tiny GPT-2 (dropout 0.1) from seed 0; with ``model_init`` the Trainer builds it in
+    ``train()``."""
     from hf_icot.training.config import ICoTConfig
     from hf_icot.training.trainer import ICoTTrainer
 
@@ -173,9 +175,13 @@ def icot_trainer(tmp_path, attention: str = "sdpa", **options):
         output_dir=str(tmp_path), per_device_train_batch_size=8, max_steps=6, report_to="none", use_cpu=True,
         save_strategy="no", evaluate_each_stage=False, seed=0, remove_per_epoch=2, **options,
     )  # fmt: skip
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=attention)  # GPT-2's dropout 0.1
-    return ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+
+    def build():
+        torch.manual_seed(0)
+        return AutoModelForCausalLM.from_config(config, attn_implementation=attention)
+
+    model = {"model_init": build} if model_init else {"model": build()}
+    return ICoTTrainer(**model, args=args, train_dataset=train, processing_class=tokenizer)
 
 
 def test_icot_trainer_draws_ahead_where_it_pays_with_the_same_weights(tmp_path, two_threads_passive) -> None:
@@ -195,6 +201,18 @@ def test_icot_trainer_draws_ahead_where_it_pays_with_the_same_weights(tmp_path, 
     assert same_weights(eager.model, drawn_ahead.model)
     for ahead, plain in zip(drawn_ahead.model.parameters(), sdpa.model.parameters(), strict=True):
         torch.testing.assert_close(ahead, plain, atol=1e-6, rtol=1e-5)
+
+
+def test_a_model_that_model_init_builds_in_train_draws_ahead_too(tmp_path, two_threads_passive) -> None:
+    # Trainer.train() builds a new model with model_init, after the trainer was made: it gets a lever of its own (its
+    # first forward checked again) and trains with eager attention, as a model given to the constructor does.
+    built = icot_trainer(tmp_path / "ahead", model_init=True)
+    built.train()
+    eager = icot_trainer(tmp_path / "eager", attention="eager", model_init=True, draw_dropout_ahead=False)
+    eager.train()
+    assert built.dropout_ahead.forwards_ahead > 0 and built.dropout_ahead.off_reason is None
+    assert built.model.config._attn_implementation == "sdpa"
+    assert same_weights(eager.model, built.model)
 
 
 def test_icot_trainer_leaves_the_lever_off_where_it_cannot_pay(tmp_path, two_threads_passive, monkeypatch) -> None:
