@@ -36,6 +36,9 @@ runs as it is, as its own ``__main__``).
 Checked: the number of CoT tokens scheduled for removal at every step is the same on both sides (the reference
 prints each increment; our log has ``cot/removed_tokens`` at every step), and the mean loss per 25-step window
 (the two sides shuffle and draw removal offsets with their own generators, so only the windows compare).
+Printed after them: where a step's time goes — each side's median step, and for ours its forward and backward (the
+base Trainer's ``training_step``, wrapped by the launcher), clipping and optimizer step, and the rest (callbacks,
+logging, the next batch).
 """
 
 from __future__ import annotations
@@ -91,20 +94,29 @@ import json, os, runpy, sys, time
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the recipe's run_main does before torch, imported next here
 import transformers
 out_path, recipe = sys.argv[1], sys.argv[2]
-step_ends = []
+record = {"step_ends": [], "forward_backward": [], "optimizer": []}
+marks = {}
 class StepClock(transformers.TrainerCallback):
+    def on_optimizer_step(self, args, state, control, **kwargs):
+        record["optimizer"].append(time.perf_counter() - marks["training_step_end"])  # clipping included
     def on_step_end(self, args, state, control, **kwargs):
-        step_ends.append(time.perf_counter())
-real_init = transformers.Trainer.__init__
+        record["step_ends"].append(time.perf_counter())
+real_init, real_training_step = transformers.Trainer.__init__, transformers.Trainer.training_step
 def init(self, *args, **kwargs):
     real_init(self, *args, **kwargs)
     self.add_callback(StepClock())
-transformers.Trainer.__init__ = init
+def training_step(self, *args, **kwargs):  # the base class's: forward and backward, under ICoTTrainer's own
+    start = time.perf_counter()
+    loss = real_training_step(self, *args, **kwargs)
+    marks["training_step_end"] = time.perf_counter()
+    record["forward_backward"].append(marks["training_step_end"] - start)
+    return loss
+transformers.Trainer.__init__, transformers.Trainer.training_step = init, training_step
 sys.argv = [recipe, *sys.argv[3:]]
 try:
     runpy.run_path(recipe, run_name="__main__")
 finally:
-    json.dump({"step_ends": step_ends}, open(out_path, "w"))
+    json.dump(record, open(out_path, "w"))
 """
 
 
@@ -190,7 +202,8 @@ def launch_reference(args: argparse.Namespace, folder: Path, run_dir: Path) -> d
     removed = scheduled_removals(out, len(data["losses"]))
     starts = data["step_starts"]
     seconds = data["end"] - starts[1]
-    return {"seconds": seconds, "same_clock_seconds": seconds, "losses": data["losses"], "removed": removed}
+    return {"seconds": seconds, "same_clock_seconds": seconds, "losses": data["losses"], "removed": removed,
+            "step_ms": milliseconds(differences([*starts[1:], data["end"]])), "phases_ms": {}}  # fmt: skip
 
 
 def scheduled_removals(stdout: str, steps: int) -> list[int]:
@@ -227,13 +240,27 @@ def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eva
     history = log.get("log_history", log) if isinstance(log, dict) else log
     steps = [entry for entry in history if "loss" in entry and "cot/removed_tokens" in entry]
     runtime = next(entry["train_runtime"] for entry in history if "train_runtime" in entry)
-    step_ends = json.loads(clock.read_text())["step_ends"]
+    record = json.loads(clock.read_text())
+    step_ends = record["step_ends"]
+    forward_backward, optimizer = record["forward_backward"][1:], record["optimizer"][1:]  # from step 1, as the clock
     return {
         "seconds": runtime,
         "same_clock_seconds": step_ends[-1] - step_ends[0],
         "losses": [entry["loss"] for entry in steps],
         "removed": [int(entry["cot/removed_tokens"]) for entry in steps],
-    }
+        "step_ms": milliseconds(differences(step_ends)),
+        "phases_ms": {"forward and backward": milliseconds(forward_backward), "clipping and optimizer":
+                      milliseconds(optimizer)},
+    }  # fmt: skip
+
+
+def differences(times: list[float]) -> list[float]:
+    return [later - earlier for earlier, later in zip(times, times[1:])]
+
+
+def milliseconds(seconds: list[float]) -> float:
+    """The median of ``seconds``, in milliseconds."""
+    return 1000 * statistics.median(seconds)
 
 
 def run(command: list[str], log: Path, env: dict | None = None) -> str:
@@ -289,8 +316,28 @@ def main(argv: list[str] | None = None) -> None:
                   f"{reference_s / clock:5.2f}x  {str(same):19s}  {curve}")  # fmt: skip
             summary[f"{vocab}/{side}"] = {"seconds": [run["seconds"] for run in runs],
                                           "same_clock_seconds": [run["same_clock_seconds"] for run in runs],
-                                          "same_removal_counts": same}  # fmt: skip
+                                          "same_removal_counts": same, "step_ms": [run["step_ms"] for run in runs],
+                                          "phases_ms": [run["phases_ms"] for run in runs]}  # fmt: skip
+    print_steps(results)
     (args.work_dir / "summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+
+
+def print_steps(results: dict[str, dict[str, list[dict]]]) -> None:
+    """Where a step's time goes: the median step of each run (from the end of step 0), and for ours the median
+    forward and backward (the Trainer's ``training_step``) and clipping and optimizer step; the rest is the Trainer's
+    callbacks, logging and the next batch. Medians over the rounds."""
+    print("\nper step, ms (median over steps, then over rounds)")
+    print(f"{'vocabulary':12s} {'side':34s} {'step':>7s} {'forward and backward':>21s} {'clipping and optimizer':>23s} "
+          f"{'the rest':>9s}")  # fmt: skip
+    for vocab, by_side in results.items():
+        for side, runs in by_side.items():
+            step = statistics.median(run["step_ms"] for run in runs)
+            line = f"{vocab:12s} {side:34s} {step:7.1f}"
+            if runs[0]["phases_ms"]:  # ours
+                phases = [statistics.median(run["phases_ms"][name] for run in runs)
+                          for name in ("forward and backward", "clipping and optimizer")]  # fmt: skip
+                line += f" {phases[0]:21.1f} {phases[1]:23.1f} {step - sum(phases):9.1f}"
+            print(line)
 
 
 if __name__ == "__main__":

@@ -44,3 +44,15 @@ def test_a_side_that_fails_is_named_by_its_log(tmp_path) -> None:
     with pytest.raises(SystemExit, match=rf"^ours_eval_on failed; see {log}$"):
         run.run([sys.executable, "-c", "import sys; print('why', file=sys.stderr); sys.exit(3)"], log)
     assert log.read_text().endswith("--- stderr ---\nwhy\n"), "the side's output is kept"
+
+
+def test_where_a_step_goes_is_printed_with_the_rest_as_the_remainder(capsys) -> None:
+    assert run.differences([1.0, 1.5, 2.5]) == [0.5, 1.0]
+    assert run.milliseconds([0.1, 0.3, 0.2]) == pytest.approx(200.0)
+    ours = [{"step_ms": ms, "phases_ms": {"forward and backward": ms - 10, "clipping and optimizer": 4.0}}
+            for ms in (150.0, 170.0, 160.0)]  # fmt: skip
+    run.print_steps({"small": {"reference": [{"step_ms": 190.0, "phases_ms": {}}], "ours, stage eval off": ours}})
+    lines = capsys.readouterr().out.splitlines()
+    reference = next(line for line in lines if "reference" in line).split()
+    assert reference[-1] == "190.0", "the reference's step only: its phases are not clocked"
+    assert next(line for line in lines if "ours" in line).split()[-4:] == ["160.0", "150.0", "4.0", "6.0"]
