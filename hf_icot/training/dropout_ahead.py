@@ -23,6 +23,9 @@ It pays only where the step leaves a core idle while torch draws. libgomp's thre
 regions by default and the helper then competes with them (0.95-0.98x on the bench's step at 2 threads); with
 ``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x. While a forward runs,
 ``torch.nn.functional.dropout`` is this module's for every thread of the process.
+
+:class:`DropoutAheadMixin` is the lever's side of ``ICoTTrainer``: it wraps each training forward and, while
+``train()`` runs, gives the model (and one that ``model_init`` builds there) eager attention.
 """
 
 from __future__ import annotations
