@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
 
         def record(input, p=0.5, training=True, inplace=False):  # noqa: A002
             if training and p:
-                seen.append(Draw(tuple(input.shape), p, input.dtype, inplace))
+                seen.append(Draw.of(input, p, inplace))
             return input
 
         state = torch.get_rng_state()

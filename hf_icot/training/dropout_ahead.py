@@ -52,6 +52,11 @@ class Draw(NamedTuple):
     dtype: torch.dtype
     inplace: bool
 
+    @classmethod
+    def of(cls, input: torch.Tensor, p: float, inplace: bool) -> Draw:  # noqa: A002 - torch's own name
+        """The draw of ``torch.nn.functional.dropout(input, p, inplace=inplace)``."""
+        return cls(tuple(input.shape), float(p), input.dtype, bool(inplace))
+
 
 def _draws(input: torch.Tensor, p: float, training: bool) -> bool:  # noqa: A002 - torch's own name
     """Whether torch's CPU dropout draws a mask for this call (it draws none for p 0 or 1, eval, or no elements)."""
@@ -157,7 +162,7 @@ class DropoutDrawsAhead:
 
         def recording(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own names
             if _draws(input, p, training):
-                calls.append(Draw(tuple(input.shape), float(p), input.dtype, bool(inplace)))
+                calls.append(Draw.of(input, p, inplace))
                 other_device.append(input.device.type != "cpu")
             return torch_dropout(input, p, training, inplace)
 
@@ -219,7 +224,7 @@ class DropoutDrawsAhead:
             nonlocal served, left_record
             if left_record or not _draws(input, p, training):
                 return torch_dropout(input, p, training, inplace)
-            call = Draw(tuple(input.shape), float(p), input.dtype, bool(inplace))
+            call = Draw.of(input, p, inplace)
             if served == len(record) or record[served] != call or input.device.type != "cpu":
                 rewind()
                 left_record = True
