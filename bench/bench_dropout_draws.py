@@ -8,22 +8,25 @@ Run from the repository root, with nothing else running::
 
 At the stepwise reference's small vocabulary, dropout's random draws are the largest cost of a CPU training step that
 is not a matrix product (torch's CPU ``bernoulli_`` runs the Mersenne Twister serially, ~7.5 ns per element, ~5
-million elements per step here), and they cannot be made cheaper without drawing other numbers, which changes the
-loss. What is left is to take them off the step's critical path. This script times three ways of the same step
+million elements per step here). Other numbers would change the loss; the same numbers come cheaper from
+``hf_icot.training.dropout_kernel`` (a C kernel computing torch's Mersenne Twister words, checked against torch's
+masks), and the lever takes them off the step's critical path. This script times three ways of the same step
 (forward, backward, gradient clipping, fused AdamW; eager attention, so every draw goes through
 ``torch.nn.functional.dropout``; GPT-2's GELU fused as ``ICoTTrainer`` fuses it), alternating them so a change of load
 touches all three:
 
 * ``in the step`` — as torch does it;
 * ``helper thread`` — the lever (``hf_icot.training.dropout_ahead.DropoutDrawsAhead``, as ``ICoTTrainer`` runs it):
-  a second thread draws the forward's masks, in its order from the same generator, while the step runs and consumes
+  a second thread draws the forward's masks (with the kernel where it is in use, else with torch), in its order
+  from the same generator, while the step runs and consumes
   them (the first forward of each batch shape is recorded and drawn in the step); it pays only when torch's threads
   sleep between parallel regions: ``OMP_WAIT_POLICY=PASSIVE``, read when torch is imported;
 * ``drawn before`` — the masks drawn before the clock starts: what the step would cost if its draws were free (a
   bound, not a lever).
 
-It prints the median seconds per step of each, the ratios, and the largest loss difference of the helper thread's
-and the bound's steps from torch's own on the same batches and weights (0 when the masks are the same numbers).
+It prints the median seconds per step of each, the ratios, the largest loss difference of the helper thread's and
+the bound's steps from torch's own on the same batches and weights (0 when the masks are the same numbers), and the
+nanoseconds per element of a step's masks drawn alone by torch and by the kernel (alternated).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     from hf_icot.cot import TruncationSpec
     from hf_icot.data.collator import ICoTCollator
     from hf_icot.data.tokenization import build_word_level_tokenizer
+    from hf_icot.training import dropout_kernel
     from hf_icot.training.causal_mask import without_needless_mask
     from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
     from hf_icot.training.fused_gelu import fuse_tanh_gelu
@@ -163,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
                 seconds, _ = step(batches[index % len(batches)], way, draws[index % len(batches)])
                 if index >= warm_up:
                     timings[way].append(seconds)
+        per_element = draw_speeds(draws[0], rounds=max(3, args.steps // 4))
     medians = {way: statistics.median(timings[way]) for way in ways}
     elements = sum(torch.Size(call.shape).numel() for call in draws[0])
     print(
@@ -174,7 +179,31 @@ def main(argv: list[str] | None = None) -> None:
     for way in ways:
         print(f"{way:14s} {medians[way] * 1000:10.1f}ms {medians['in the step'] / medians[way]:17.2f}x")
     print(f"largest loss difference from torch's own draws: {difference:.2e}")
+    kernel = dropout_kernel.why_not() or f"{per_element['the C kernel']:.2f} ns"
+    print(f"a step's masks drawn alone, per element: torch {per_element['torch']:.2f} ns, the C kernel {kernel}")
     print(f"the lever's log: {ahead.summary()}")
+
+
+def draw_speeds(calls, rounds: int) -> dict[str, float]:
+    """Median nanoseconds per element of drawing one step's masks, by torch and by the kernel, alternated."""
+    import torch
+
+    from hf_icot.training import dropout_kernel
+    from hf_icot.training.dropout_kernel import torch_dropout_mask
+
+    kernel = dropout_kernel.loaded()
+    elements = sum(torch.Size(call.shape).numel() for call in calls)
+    ways = {"torch": lambda call: torch_dropout_mask(call.shape, call.dtype, call.p)}
+    if kernel is not None:
+        ways["the C kernel"] = lambda call: kernel.mask(call.shape, call.p)
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for way, draw in ways.items():
+            start = time.perf_counter()
+            for call in calls:
+                draw(call)
+            seconds[way].append(time.perf_counter() - start)
+    return {way: statistics.median(values) * 1e9 / elements for way, values in seconds.items()}
 
 
 if __name__ == "__main__":

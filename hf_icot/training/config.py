@@ -193,7 +193,9 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             "bit. Used where it pays and is exact: training on the CPU on 2 or more torch threads with "
             "OMP_WAIT_POLICY=PASSIVE (the recipes set it), no gradient checkpointing, not for the latent methods, "
             "and only while each forward draws nothing but its recorded dropout calls (checked; SDPA attention with "
-            "dropout runs as eager attention meanwhile, the same function)."
+            "dropout runs as eager attention meanwhile, the same function). The helper draws torch's numbers with a "
+            "small C kernel built on first use by the machine's C compiler (checked against torch's own masks; "
+            "HF_ICOT_DROPOUT_KERNEL=0, or no compiler, draws with torch)."
         },
     )
     decay_all_parameters: bool = field(

@@ -1,0 +1,116 @@
+"""torch's CPU dropout masks from the C kernel (hf_icot.training.dropout_kernel): the same masks and the same generator
+state as torch's own draw, bit for bit, at every offset of the Mersenne Twister's block; torch draws instead, saying
+why, without a compiler, with a build that fails, or when asked; a kernel that disagrees with torch is found by the
+lever's check on the first forward and turned off, and the run stays exact."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+import torch
+
+from hf_icot.training import dropout_kernel
+from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
+from hf_icot.training.dropout_kernel import DropoutKernel, torch_dropout_mask
+from tests.hf_icot.test_dropout_ahead import gpt2, same_weights, train
+
+needs_compiler = pytest.mark.skipif(
+    shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler here: the kernel cannot be built"
+)
+
+
+@pytest.fixture()
+def fresh_kernel(monkeypatch):
+    """This process's kernel as if never loaded, restored afterwards."""
+    monkeypatch.setattr(dropout_kernel, "_loaded", {})
+    monkeypatch.setattr(dropout_kernel, "_reason", {})
+
+
+@needs_compiler
+def test_the_kernel_draws_torchs_masks_and_leaves_the_generator_where_torch_does(fresh_kernel) -> None:
+    kernel = dropout_kernel.loaded()
+    assert kernel is not None, dropout_kernel.why_not()
+    ours, torch_own = torch.Generator(), torch.Generator()
+    # A block holds 624 words and an element takes two: sizes around 312 and 624 elements, from every word offset
+    # 0-4 (a float drawn before takes one word), so that elements straddle a refill.
+    for offset in range(5):
+        ours.manual_seed(offset)
+        torch.rand(offset, generator=ours)
+        torch_own.set_state(ours.get_state())
+        for size in (0, 1, 2, 311, 312, 313, 623, 624, 625, 1249, 20_000):
+            for p in (0.1, 0.5, 1 / 3, 0.01, 0.9):
+                expected = torch_dropout_mask((size,), torch.float32, p, torch_own)
+                got = kernel.mask((size,), p, ours)
+                assert torch.equal(got, expected), (offset, size, p)
+                assert torch.equal(ours.get_state(), torch_own.get_state()), (offset, size, p)
+    # The shape of an attention dropout, on the default generator, through the lever's own function.
+    state = torch.get_rng_state()
+    expected = torch_dropout_mask((4, 4, 21, 21), torch.float32, 0.1)
+    after = torch.get_rng_state()
+    torch.set_rng_state(state)
+    got = dropout_mask(Draw.of(torch.empty(4, 4, 21, 21), 0.1, False))
+    assert torch.equal(got, expected) and torch.equal(torch.get_rng_state(), after)
+    assert set(got.unique().tolist()) == {0.0, expected.max().item()}, "a drawn 0 or torch's 1 / (1 - p)"
+
+
+def test_without_a_kernel_torch_draws_and_the_reason_is_named(fresh_kernel, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    assert dropout_kernel.loaded() is None
+    assert dropout_kernel.why_not() == f"no C compiler: {tmp_path / 'no-such-compiler'} is not on PATH (set CC to one)"
+    assert not dropout_kernel.in_use()
+    torch.manual_seed(3)
+    expected = torch_dropout_mask((40,), torch.float32, 0.2)
+    torch.manual_seed(3)
+    assert torch.equal(dropout_mask(Draw.of(torch.empty(40), 0.2, False)), expected)
+
+    monkeypatch.setenv("CC", shutil.which("false") or "false")  # a "compiler" that fails
+    assert dropout_kernel._load()[1].startswith(f"{shutil.which('false')} could not build dropout_kernel.c (exit 1)")
+    assert list((tmp_path / "hf_icot" / "kernels").iterdir()) == [], "a failed build leaves nothing behind"
+    monkeypatch.setenv("HF_ICOT_DROPOUT_KERNEL", "0")
+    assert dropout_kernel._load() == (None, "HF_ICOT_DROPOUT_KERNEL=0 in the environment")
+
+
+@needs_compiler
+def test_a_build_is_reused_from_the_cache(fresh_kernel, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    built = dropout_kernel._built()
+    assert built.parent == tmp_path / "hf_icot" / "kernels" and built.name.startswith("dropout_kernel-")
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(dropout_kernel.subprocess, "run", no_compiler)
+    assert dropout_kernel._built() == built
+
+
+class Disagreeing(DropoutKernel):
+    """A kernel whose masks drop nothing: the generator advances as torch's, the numbers are not torch's."""
+
+    def __init__(self, kernel: DropoutKernel) -> None:
+        self._kernel = kernel
+
+    def mask(self, shape, p, generator=None):
+        return torch.ones_like(self._kernel.mask(shape, p, generator)) / (1 - p)
+
+
+@needs_compiler
+def test_a_disagreeing_kernel_is_refused_on_load_and_turned_off_by_the_first_forward(fresh_kernel) -> None:
+    kernel = dropout_kernel.loaded()
+    assert dropout_kernel._disagreement(kernel) is None
+    wrong = Disagreeing(kernel)
+    assert dropout_kernel._disagreement(wrong) == (
+        "its mask of 1 elements at p=0.1 differs from torch's (torch draws another way here)"
+    )
+    # Past the load-time check (as if it had agreed there), the lever's check of the first forward turns it off.
+    dropout_kernel._loaded["kernel"] = wrong
+    plain, drawn_ahead = gpt2(), gpt2()
+    ahead = DropoutDrawsAhead()
+    losses, state = train(plain, None)
+    ahead_losses, ahead_state = train(drawn_ahead, ahead)
+    assert dropout_kernel.why_not() == "its mask of shape (4, 10, 32) differs from torch's own"
+    assert not dropout_kernel.in_use() and "drawn ahead by torch on a helper thread" in ahead.summary()
+    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
