@@ -56,11 +56,17 @@ class Draw(NamedTuple):
     p: float
     dtype: torch.dtype
     inplace: bool
+    #: The mask's strides where they are not contiguous: torch draws into ``empty_like(input)``, in memory order.
+    stride: tuple[int, ...] | None = None
 
     @classmethod
     def of(cls, input: torch.Tensor, p: float, inplace: bool) -> Draw:  # noqa: A002 - torch's own name
         """The draw of ``torch.nn.functional.dropout(input, p, inplace=inplace)``."""
-        return cls(tuple(input.shape), float(p), input.dtype, bool(inplace))
+        stride = None
+        if not input.is_contiguous():
+            like = torch.empty_like(input, device="meta")  # its layout, without memory
+            stride = None if like.is_contiguous() else tuple(like.stride())
+        return cls(tuple(input.shape), float(p), input.dtype, bool(inplace), stride)
 
 
 def _draws(input: torch.Tensor, p: float, training: bool) -> bool:  # noqa: A002 - torch's own name
@@ -73,8 +79,8 @@ def dropout_mask(draw: Draw, generator: torch.Generator | None = None) -> torch.
     drawn by :mod:`~hf_icot.training.dropout_kernel` where it is in use (the same numbers), else by torch."""
     kernel = dropout_kernel.loaded() if draw.dtype == torch.float32 else None
     if kernel is None:
-        return torch_dropout_mask(draw.shape, draw.dtype, draw.p, generator)
-    return kernel.mask(draw.shape, draw.p, generator)
+        return torch_dropout_mask(draw.shape, draw.dtype, draw.p, generator, draw.stride)
+    return kernel.mask(draw.shape, draw.p, generator, draw.stride)
 
 
 #: Config fields in which transformers' models name their attention dropout.
@@ -196,7 +202,7 @@ class DropoutDrawsAhead:
         replay.set_state(start)
         kernel_replay.set_state(start)
         for call in calls:
-            mask = torch_dropout_mask(call.shape, call.dtype, call.p, replay)
+            mask = torch_dropout_mask(call.shape, call.dtype, call.p, replay, call.stride)
             if dropout_kernel.loaded() is not None and not torch.equal(dropout_mask(call, kernel_replay), mask):
                 dropout_kernel.turn_off(f"its mask of shape {tuple(call.shape)} differs from torch's own")
         if dropout_kernel.loaded() is not None and not torch.equal(kernel_replay.get_state(), replay.get_state()):

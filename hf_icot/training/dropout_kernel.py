@@ -42,9 +42,20 @@ _loaded: dict[str, DropoutKernel | None] = {}
 _reason: dict[str, str] = {}
 
 
-def torch_dropout_mask(shape: tuple[int, ...], dtype: torch.dtype, p: float, generator: torch.Generator | None = None):
-    """The scaled mask torch's CPU dropout draws (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``)."""
-    return torch.empty(shape, dtype=dtype).bernoulli_(1 - p, generator=generator).div_(1 - p)
+def _empty(shape: tuple[int, ...], dtype: torch.dtype, stride: tuple[int, ...] | None) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype) if stride is None else torch.empty_strided(shape, stride, dtype=dtype)
+
+
+def torch_dropout_mask(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    p: float,
+    generator: torch.Generator | None = None,
+    stride: tuple[int, ...] | None = None,
+) -> torch.Tensor:
+    """The scaled mask torch's CPU dropout draws (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``); ``stride``
+    is that of ``empty_like(input)`` where it is not contiguous (torch draws in memory order)."""
+    return _empty(shape, dtype, stride).bernoulli_(1 - p, generator=generator).div_(1 - p)
 
 
 class DropoutKernel:
@@ -55,10 +66,16 @@ class DropoutKernel:
         self._function.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, ctypes.c_float]
         self._function.restype = None
 
-    def mask(self, shape: tuple[int, ...], p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+    def mask(
+        self,
+        shape: tuple[int, ...],
+        p: float,
+        generator: torch.Generator | None = None,
+        stride: tuple[int, ...] | None = None,
+    ) -> torch.Tensor:
         generator = torch.default_generator if generator is None else generator
         state = generator.get_state()
-        out = torch.empty(shape, dtype=torch.float32)
+        out = _empty(shape, torch.float32, stride)  # dense: the kernel writes its memory in order, as torch draws
         keep = 1 - p
         scale = torch.ones(1).div_(keep).item()  # the float torch's div_ gives a drawn 1
         threshold = math.ceil(keep * 2**53)  # u = v / 2^53 < keep, exactly, for the 53-bit integer v

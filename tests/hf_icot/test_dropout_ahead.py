@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from torch.nn import functional
 from transformers import AutoModelForCausalLM, GPT2Config
 
 from hf_icot.data.tokenization import build_word_level_tokenizer
@@ -88,6 +89,25 @@ def test_a_forward_that_leaves_its_record_is_put_back_exactly() -> None:
     assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
     # Steps 3 and 4 are put back, and their lengths recorded again (step 5); step 1 was drawn ahead.
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (1, 2, None)
+
+
+class TransposedDropout(torch.nn.Dropout):
+    """Dropout of a non-contiguous view: torch draws the mask in the memory order of ``empty_like(input)``."""
+
+    def forward(self, hidden):
+        return functional.dropout(hidden.transpose(1, 2), self.p, self.training).transpose(1, 2)
+
+
+def test_a_non_contiguous_dropout_input_gets_torchs_mask() -> None:
+    plain, drawn_ahead = gpt2(), gpt2()
+    for model in (plain, drawn_ahead):
+        for block in model.transformer.h:
+            block.mlp.dropout = TransposedDropout(block.mlp.dropout.p)
+    ahead = DropoutDrawsAhead()
+    losses, state = train(plain, None)
+    ahead_losses, ahead_state = train(drawn_ahead, ahead)
+    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
 
 
 def test_a_run_whose_forwards_keep_leaving_their_records_turns_the_lever_off() -> None:

@@ -53,6 +53,12 @@ def test_the_kernel_draws_torchs_masks_and_leaves_the_generator_where_torch_does
     got = dropout_mask(Draw.of(torch.empty(4, 4, 21, 21), 0.1, False))
     assert torch.equal(got, expected) and torch.equal(torch.get_rng_state(), after)
     assert set(got.unique().tolist()) == {0.0, expected.max().item()}, "a drawn 0 or torch's 1 / (1 - p)"
+    # A non-contiguous input: torch draws into empty_like(input), in memory order.
+    hidden = torch.randn(4, 21, 8).transpose(1, 2)
+    torch.manual_seed(4)
+    expected = torch.nn.functional.dropout(hidden, 0.1)
+    torch.manual_seed(4)
+    assert torch.equal(hidden * dropout_mask(Draw.of(hidden, 0.1, False)), expected)
 
 
 def test_without_a_kernel_torch_draws_and_the_reason_is_named(fresh_kernel, monkeypatch, tmp_path) -> None:
@@ -92,8 +98,8 @@ class Disagreeing(DropoutKernel):
     def __init__(self, kernel: DropoutKernel) -> None:
         self._kernel = kernel
 
-    def mask(self, shape, p, generator=None):
-        return torch.ones_like(self._kernel.mask(shape, p, generator)) / (1 - p)
+    def mask(self, shape, p, generator=None, stride=None):
+        return torch.ones_like(self._kernel.mask(shape, p, generator, stride)) / (1 - p)
 
 
 @needs_compiler
