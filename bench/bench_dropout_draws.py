@@ -1,4 +1,5 @@
-"""Time a training step whose dropout masks are drawn in it, on a helper thread beside it, and before it.
+"""Time a training step whose dropout masks are drawn in it (by torch, or by the kernel), on a helper thread beside it,
+and before it.
 
 Run from the repository root, with nothing else running::
 
@@ -10,10 +11,10 @@ At the stepwise reference's small vocabulary, dropout's random draws are the lar
 is not a matrix product (torch's CPU ``bernoulli_`` runs the Mersenne Twister serially, ~7.5 ns per element, ~5
 million elements per step here). Other numbers would change the loss; the same numbers come cheaper from
 ``hf_icot.training.dropout_kernel`` (a C kernel computing torch's Mersenne Twister words, checked against torch's
-masks), and the lever takes them off the step's critical path. This script times three ways of the same step
+masks), and the lever takes them off the step's critical path. This script times four ways of the same step
 (forward, backward, gradient clipping, fused AdamW; eager attention, so every draw goes through
 ``torch.nn.functional.dropout``; GPT-2's GELU fused as ``ICoTTrainer`` fuses it), alternating them so a change of load
-touches all three:
+touches all four:
 
 * ``in the step`` — as torch does it;
 * ``helper thread`` — the lever (``hf_icot.training.dropout_ahead.DropoutDrawsAhead``, as ``ICoTTrainer`` runs it):
@@ -21,6 +22,8 @@ touches all three:
   from the same generator, while the step runs and consumes
   them (the first forward of each batch shape is recorded and drawn in the step); it pays only when torch's threads
   sleep between parallel regions: ``OMP_WAIT_POLICY=PASSIVE``, read when torch is imported;
+* ``kernel in step`` — the lever without its helper (``DropoutDrawsAhead(helper=False)``, as ``ICoTTrainer`` runs it
+  on one torch thread or with spinning OpenMP threads): the forward draws its masks itself, with the kernel;
 * ``drawn before`` — the masks drawn before the clock starts: what the step would cost if its draws were free (a
   bound, not a lever).
 
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_rng_state(state)
         return seen
 
-    def make_step(net, ahead: DropoutDrawsAhead):
+    def make_step(net, aheads: dict[str, DropoutDrawsAhead]):
         optimizer = torch.optim.AdamW(net.parameters(), lr=5e-5, fused=True)
 
         def step(batch, way: str, draws: list[Draw]) -> tuple[float, float]:
@@ -128,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
                 for call in draws:
                     drawn_before["masks"].put(dropout_mask(call))
             start = time.perf_counter()
-            with ahead.forward(batch) if way == "helper thread" else contextlib.nullcontext():
+            with aheads[way].forward(batch) if way in aheads else contextlib.nullcontext():
                 loss = net(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -140,7 +143,11 @@ def main(argv: list[str] | None = None) -> None:
 
         return step
 
-    ways = ("in the step", "helper thread", "drawn before")
+    ways = ("in the step", "helper thread", "kernel in step", "drawn before")
+
+    def levers() -> dict[str, DropoutDrawsAhead]:
+        return {"helper thread": DropoutDrawsAhead(), "kernel in step": DropoutDrawsAhead(helper=False)}
+
     functional.dropout = dropout
     with contextlib.ExitStack() as restore:
         restore.callback(setattr, functional, "dropout", torch_dropout)
@@ -150,16 +157,16 @@ def main(argv: list[str] | None = None) -> None:
         difference = 0.0
         for way in ways[1:]:
             torch.manual_seed(1)
-            reference_step = make_step(copy.deepcopy(model), DropoutDrawsAhead())
-            other_step = make_step(copy.deepcopy(model), DropoutDrawsAhead())
+            reference_step = make_step(copy.deepcopy(model), {})
+            other_step = make_step(copy.deepcopy(model), levers())
             for _ in range(3):
                 state = torch.get_rng_state()
                 _, expected = reference_step(batches[0], "in the step", draws[0])
                 torch.set_rng_state(state)
                 _, got = other_step(batches[0], way, draws[0])
                 difference = max(difference, abs(expected - got))
-        ahead = DropoutDrawsAhead()
-        step = make_step(model, ahead)
+        aheads = levers()
+        step = make_step(model, aheads)
         timings: dict[str, list[float]] = {way: [] for way in ways}
         warm_up = len(batches)  # a step per batch each, so the lever has recorded every batch shape before the clock
         for index in range(warm_up + args.steps):
@@ -181,7 +188,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"largest loss difference from torch's own draws: {difference:.2e}")
     kernel = dropout_kernel.why_not() or f"{per_element['the C kernel']:.2f} ns"
     print(f"a step's masks drawn alone, per element: torch {per_element['torch']:.2f} ns, the C kernel {kernel}")
-    print(f"the lever's log: {ahead.summary()}")
+    for way, ahead in aheads.items():
+        print(f"the lever's log, {way}: {ahead.summary()}")
 
 
 def draw_speeds(calls, rounds: int) -> dict[str, float]:

@@ -190,12 +190,12 @@ class ICoTConfig(ScheduleArguments, RunArguments):
         metadata={
             "help": "On the CPU, draw each training forward's dropout masks on a helper thread while the forward "
             "runs, from torch's generator in torch's order: the same numbers, so the same loss and gradients bit for "
-            "bit. Used where it pays and is exact: training on the CPU on 2 or more torch threads with "
-            "OMP_WAIT_POLICY=PASSIVE (the recipes set it), no gradient checkpointing, not for the latent methods, "
-            "and only while each forward draws nothing but its recorded dropout calls (checked; SDPA attention with "
-            "dropout runs as eager attention meanwhile, the same function). The helper draws torch's numbers with a "
-            "small C kernel built on first use by the machine's C compiler (checked against torch's own masks; "
-            "HF_ICOT_DROPOUT_KERNEL=0, or no compiler, draws with torch)."
+            "bit. The masks come from a small C kernel built on first use by the machine's C compiler (torch's "
+            "numbers, checked against torch's own masks; HF_ICOT_DROPOUT_KERNEL=0, or no compiler, draws with "
+            "torch). The helper is used on 2 or more torch threads with OMP_WAIT_POLICY=PASSIVE (the recipes set "
+            "it); elsewhere the forward draws its masks itself with the kernel. Not with gradient checkpointing or "
+            "the latent methods, and only while each forward draws nothing but its recorded dropout calls (checked; "
+            "SDPA attention with dropout runs as eager attention meanwhile, the same function)."
         },
     )
     decay_all_parameters: bool = field(

@@ -19,12 +19,15 @@ How it stays exact:
   rest runs as torch runs it. A run whose forwards keep leaving their records (8 put back, and more than one for
   every 10 drawn ahead) turns the lever off.
 
-The helper draws with :mod:`~hf_icot.training.dropout_kernel` where it is in use (torch's numbers from a small C
-kernel, ~9x faster than torch's own draw here; checked against torch's masks on the run's first forward), else with
-torch. It pays only where the step leaves a core idle while the helper draws. libgomp's threads busy-wait between parallel
-regions by default and the helper then competes with them (0.95-0.98x on the bench's step at 2 threads); with
-``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x. While a forward runs,
-``torch.nn.functional.dropout`` is this module's for every thread of the process.
+The masks come from :mod:`~hf_icot.training.dropout_kernel` where it is in use (torch's numbers from a small C
+kernel, ~8x faster than torch's own draw here; checked against torch's masks on the run's first forward), else from
+torch. A helper pays only where the step leaves a core idle while it draws: libgomp's threads busy-wait between
+parallel regions by default and a helper then competes with them (0.95-0.98x on the bench's step at 2 threads, with
+torch's draws); with ``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x with
+torch's draws and 1.23x with the kernel's. Without that (one torch thread, or spinning threads),
+``DropoutDrawsAhead(helper=False)`` lets the forward draw its own masks with the kernel (and turns itself off where
+there is no kernel: torch's own draw is the same). While a forward runs, ``torch.nn.functional.dropout`` is this
+module's for every thread of the process.
 
 :class:`DropoutAheadMixin` is the lever's side of ``ICoTTrainer``: it wraps each training forward and, while
 ``train()`` runs, gives the model (and one that ``model_init`` builds there) eager attention.
@@ -112,16 +115,16 @@ def eager_attention_while(model: Any) -> Iterator[None]:
 
 
 def dropout_draws_ahead_for(args: Any, model: Any, latent: bool) -> DropoutDrawsAhead | None:
-    """The lever for a run with training arguments ``args`` (``draw_dropout_ahead``) where it pays and can be exact:
-    on the CPU, on 2 or more torch threads with ``OMP_WAIT_POLICY=PASSIVE``, without gradient checkpointing (whose
-    backward runs the forward again) and not for a latent method (several forwards per step); else ``None``."""
+    """The lever for a run with training arguments ``args`` (``draw_dropout_ahead``) where it can be exact: on the
+    CPU, without gradient checkpointing (whose backward runs the forward again) and not for a latent method (several
+    forwards per step); else ``None``. A helper thread draws on 2 or more torch threads with
+    ``OMP_WAIT_POLICY=PASSIVE``; elsewhere (one thread, or torch's threads spinning on the idle core, where a helper
+    is slower: bench/bench_dropout_draws.py) the forward draws its own masks with the C kernel, if it is in use."""
     if not (args.draw_dropout_ahead and args.device.type == "cpu" and isinstance(model, torch.nn.Module)):
         return None
     if latent or args.gradient_checkpointing:
         return None
-    if torch.get_num_threads() < 2 or not passive_wait_policy():
-        return None  # no idle core to draw on, or torch's threads spin on it (slower: bench/bench_dropout_draws.py)
-    return DropoutDrawsAhead()
+    return DropoutDrawsAhead(helper=torch.get_num_threads() >= 2 and passive_wait_policy())
 
 
 def passive_wait_policy() -> bool:
@@ -139,7 +142,8 @@ class DropoutDrawsAhead:
     #: Put-backs from which the lever gives up, when they are also more than a tenth of the forwards drawn ahead.
     MAX_PUT_BACK = 8
 
-    def __init__(self) -> None:
+    def __init__(self, helper: bool = True) -> None:
+        self.helper = helper  # else the forward draws its masks itself, with the C kernel (off without it)
         self._records: dict[tuple, tuple[Draw, ...]] = {}
         self._checked = False  # whether a forward was shown to draw through torch.nn.functional.dropout only
         self.forwards_ahead = 0
@@ -162,7 +166,8 @@ class DropoutDrawsAhead:
     def summary(self) -> str:
         """One line for the log: how many forwards had their masks drawn ahead, put back, and why it stopped."""
         drawer = "the C kernel" if dropout_kernel.in_use() else "torch"
-        line = f"{self.forwards_ahead} training forwards drawn ahead by {drawer} on a helper thread, {self.put_back} put back"
+        where = "ahead by {} on a helper thread" if self.helper else "by {} in the step"
+        line = f"{self.forwards_ahead} training forwards drawn {where.format(drawer)}, {self.put_back} put back"
         return line if self.off_reason is None else f"{line}; then drawn in the step: {self.off_reason}"
 
     def _turn_off(self, reason: str) -> None:
@@ -192,6 +197,8 @@ class DropoutDrawsAhead:
             return
         if not self._checked:
             self._check_nothing_else_drew(start, calls)
+        if self.off_reason is None and not self.helper and calls and dropout_kernel.loaded() is None:
+            self._turn_off(f"no C kernel to draw with in the step ({dropout_kernel.why_not()})")
         if self.off_reason is None:
             self._records[key] = tuple(calls)
 
@@ -205,7 +212,8 @@ class DropoutDrawsAhead:
             mask = torch_dropout_mask(call.shape, call.dtype, call.p, replay, call.stride)
             if dropout_kernel.loaded() is not None and not torch.equal(dropout_mask(call, kernel_replay), mask):
                 dropout_kernel.turn_off(f"its mask of shape {tuple(call.shape)} differs from torch's own")
-        if dropout_kernel.loaded() is not None and not torch.equal(kernel_replay.get_state(), replay.get_state()):
+        kernel_used = bool(calls) and dropout_kernel.loaded() is not None
+        if kernel_used and not torch.equal(kernel_replay.get_state(), replay.get_state()):
             dropout_kernel.turn_off("it leaves the generator elsewhere than torch's own draws of a forward do")
         if not torch.equal(replay.get_state(), torch.get_rng_state()):
             self._turn_off(
@@ -232,12 +240,13 @@ class DropoutDrawsAhead:
             except BaseException as error:  # noqa: BLE001 - handed to the forward, which raises it
                 masks.put(error)
 
-        helper = threading.Thread(target=draw, name="dropout-draws-ahead", daemon=True)
+        helper = threading.Thread(target=draw, name="dropout-draws-ahead", daemon=True) if self.helper else None
 
         def rewind() -> None:
             """Stop the helper and leave the generator as torch's own dropout calls so far would have."""
             stop.set()
-            helper.join()
+            if helper is not None:
+                helper.join()
             torch.set_rng_state(start)
             for call in record[:served]:
                 dropout_mask(call)
@@ -251,13 +260,14 @@ class DropoutDrawsAhead:
                 rewind()
                 left_record = True
                 return torch_dropout(input, p, training, inplace)
-            mask = masks.get()
+            mask = masks.get() if helper is not None else dropout_mask(call)
             if isinstance(mask, BaseException):
                 raise mask
             served += 1
             return input.mul_(mask) if inplace else input * mask  # as torch's CPU dropout multiplies
 
-        helper.start()
+        if helper is not None:
+            helper.start()
         functional.dropout = ahead
         try:
             yield
@@ -265,7 +275,8 @@ class DropoutDrawsAhead:
             functional.dropout = torch_dropout
             if not left_record:
                 stop.set()
-                helper.join()
+                if helper is not None:
+                    helper.join()
                 if served != len(record):  # fewer calls than recorded, or the forward raised
                     rewind()
                     left_record = True
@@ -297,7 +308,7 @@ class DropoutAheadMixin:
     def call_model_init(self, trial=None):
         model = super().call_model_init(trial)
         if self._attention_switches is not None:  # train() built it
-            self.dropout_ahead = DropoutDrawsAhead()
+            self.dropout_ahead = DropoutDrawsAhead(self.dropout_ahead.helper)
             self._attention_switches.enter_context(eager_attention_while(model))
         return model
 

@@ -119,22 +119,28 @@ def test_bench_causal_mask_prints_both_ways_their_ratio_and_the_loss_difference(
     assert row and number(row.group(3)) > 0 and float(row.group(4)) <= 1e-6, out
 
 
-def test_bench_dropout_draws_prints_the_three_ways_and_that_they_draw_the_same_numbers() -> None:
+def test_bench_dropout_draws_prints_the_four_ways_and_that_they_draw_the_same_numbers() -> None:
     out = run_bench("bench_dropout_draws.py", *TINY["bench_dropout_draws.py"])
     draws = re.search(r"GPT-2 1x16, .*batch 32 x (\d+) tokens, ([0-9,]+) dropout draws per step", out)
     assert draws, out
     # The embeddings' and the layer's two residual dropouts: (32, T, 16) each; the layer's attention: (32, 4, T, T).
     tokens = int(draws.group(1))
     assert int(draws.group(2).replace(",", "")) == 3 * 32 * tokens * 16 + 32 * 4 * tokens * tokens
-    rows = dict(re.findall(rf"^(in the step|helper thread|drawn before) +{NUMBER}ms +({NUMBER})x$", out, re.M))
-    assert set(rows) == {"in the step", "helper thread", "drawn before"} and number(rows["in the step"]) == 1.0
+    ways = "in the step", "helper thread", "kernel in step", "drawn before"
+    rows = dict(re.findall(rf"^({'|'.join(ways)}) +{NUMBER}ms +({NUMBER})x$", out, re.M))
+    assert set(rows) == set(ways) and number(rows["in the step"]) == 1.0
     assert "largest loss difference from torch's own draws: 0.00e+00" in out, "the same masks, so the same loss"
     lever = re.search(
-        r"^the lever's log: (\d+) training forwards drawn ahead by (the C kernel|torch) on a helper thread, 0 put back$",
+        r"^the lever's log, helper thread: (\d+) training forwards drawn ahead by (the C kernel|torch) on a helper "
+        r"thread, 0 put back$",
         out,
         re.M,
     )
     assert lever and int(lever.group(1)) >= 2, "the timed helper-thread steps run the lever itself"
+    in_step = re.search(
+        r"^the lever's log, kernel in step: (\d+) training forwards drawn by the C kernel in the step", out, re.M
+    )
+    assert in_step and int(in_step.group(1)) >= 2 or "no C kernel to draw with in the step" in out
 
 
 def test_bench_build_prints_a_row_per_task() -> None:

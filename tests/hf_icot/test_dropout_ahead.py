@@ -235,13 +235,14 @@ def test_a_model_that_model_init_builds_in_train_draws_ahead_too(tmp_path, two_t
     assert same_weights(eager.model, built.model)
 
 
-def test_icot_trainer_leaves_the_lever_off_where_it_cannot_pay(tmp_path, two_threads_passive, monkeypatch) -> None:
+def test_icot_trainer_draws_in_the_step_where_a_helper_cannot_pay(tmp_path, two_threads_passive, monkeypatch) -> None:
     assert icot_trainer(tmp_path / "checkpointing", gradient_checkpointing=True).dropout_ahead is None
+    assert icot_trainer(tmp_path / "two_threads").dropout_ahead.helper
     torch.set_num_threads(1)
-    assert icot_trainer(tmp_path / "one_thread").dropout_ahead is None
+    assert not icot_trainer(tmp_path / "one_thread").dropout_ahead.helper
     torch.set_num_threads(2)
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert icot_trainer(tmp_path / "spinning").dropout_ahead is None
+    assert not icot_trainer(tmp_path / "spinning").dropout_ahead.helper
 
 
 @pytest.mark.parametrize("given", [None, "ACTIVE"])

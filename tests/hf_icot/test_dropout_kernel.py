@@ -14,7 +14,7 @@ import torch
 from hf_icot.training import dropout_kernel
 from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
 from hf_icot.training.dropout_kernel import DropoutKernel, torch_dropout_mask
-from tests.hf_icot.test_dropout_ahead import gpt2, same_weights, train
+from tests.hf_icot.test_dropout_ahead import gpt2, icot_trainer, same_weights, train
 
 needs_compiler = pytest.mark.skipif(
     shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler here: the kernel cannot be built"
@@ -120,3 +120,41 @@ def test_a_disagreeing_kernel_is_refused_on_load_and_turned_off_by_the_first_for
     assert not dropout_kernel.in_use() and "drawn ahead by torch on a helper thread" in ahead.summary()
     assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
+
+
+@needs_compiler
+def test_masks_drawn_in_the_step_by_the_kernel_give_the_same_losses_weights_and_generator_state(fresh_kernel) -> None:
+    plain, in_step = gpt2(), gpt2()
+    ahead = DropoutDrawsAhead(helper=False)
+    losses, state = train(plain, None)
+    in_step_losses, in_step_state = train(in_step, ahead)
+    assert in_step_losses == losses and torch.equal(in_step_state, state) and same_weights(plain, in_step)
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
+    assert ahead.summary() == "4 training forwards drawn by the C kernel in the step, 0 put back"
+
+
+def test_without_the_kernel_the_lever_does_not_draw_in_the_step(fresh_kernel, monkeypatch) -> None:
+    monkeypatch.setenv("HF_ICOT_DROPOUT_KERNEL", "0")
+    plain, in_step = gpt2(), gpt2()
+    ahead = DropoutDrawsAhead(helper=False)
+    losses, state = train(plain, None)
+    in_step_losses, in_step_state = train(in_step, ahead)
+    assert in_step_losses == losses and torch.equal(in_step_state, state) and same_weights(plain, in_step)
+    assert ahead.off_reason == "no C kernel to draw with in the step (HF_ICOT_DROPOUT_KERNEL=0 in the environment)"
+    assert ahead.forwards_ahead == 0
+
+
+@needs_compiler
+def test_icot_trainer_on_one_thread_draws_in_the_step_with_the_same_weights(tmp_path, fresh_kernel) -> None:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        in_step = icot_trainer(tmp_path / "in_step")  # SDPA with attention dropout: eager attention while training
+        in_step.train()
+        eager = icot_trainer(tmp_path / "eager", attention="eager", draw_dropout_ahead=False)
+        eager.train()
+    finally:
+        torch.set_num_threads(threads)
+    lever = in_step.dropout_ahead
+    assert not lever.helper and lever.forwards_ahead > 0 and lever.off_reason is None
+    assert same_weights(eager.model, in_step.model)
