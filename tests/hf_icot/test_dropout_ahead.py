@@ -61,12 +61,19 @@ def same_weights(one, other) -> bool:
     return all(torch.equal(a, b) for a, b in zip(one.parameters(), other.parameters(), strict=True))
 
 
+def same_run_as_torch(ahead: DropoutDrawsAhead, change=None, attention: str = "eager") -> list[float]:
+    """Train one GPT-2 with ``ahead`` and one as torch runs it: the same losses, generator state and weights, bit for
+    bit (asserted). Returns the losses."""
+    plain, with_lever = gpt2(attention), gpt2(attention)
+    losses, state = train(plain, None, change)
+    lever_losses, lever_state = train(with_lever, ahead, change)
+    assert lever_losses == losses and torch.equal(lever_state, state) and same_weights(plain, with_lever)
+    return losses
+
+
 def test_masks_drawn_ahead_give_the_same_losses_weights_and_generator_state() -> None:
-    plain, drawn_ahead = gpt2(), gpt2()
     ahead = DropoutDrawsAhead()
-    losses, state = train(plain, None)
-    ahead_losses, ahead_state = train(drawn_ahead, ahead)
-    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    losses = same_run_as_torch(ahead)
     # Lengths 10, 10, 12, 10, 12, 12: the first forward of each length is recorded, the other four drawn ahead.
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
     # Equal because the masks are the same numbers: other numbers give another loss.
@@ -82,11 +89,8 @@ def test_a_forward_that_leaves_its_record_is_put_back_exactly() -> None:
         if step == 4:  # a length-12 forward that draws one mask fewer than recorded
             model.transformer.h[1].mlp.dropout.p = 0.0
 
-    plain, drawn_ahead = gpt2(), gpt2()
     ahead = DropoutDrawsAhead()
-    losses, state = train(plain, None, change)
-    ahead_losses, ahead_state = train(drawn_ahead, ahead, change)
-    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    same_run_as_torch(ahead, change)
     # Steps 3 and 4 are put back, and their lengths recorded again (step 5); step 1 was drawn ahead.
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (1, 2, None)
 
@@ -99,14 +103,13 @@ class TransposedDropout(torch.nn.Dropout):
 
 
 def test_a_non_contiguous_dropout_input_gets_torchs_mask() -> None:
-    plain, drawn_ahead = gpt2(), gpt2()
-    for model in (plain, drawn_ahead):
-        for block in model.transformer.h:
-            block.mlp.dropout = TransposedDropout(block.mlp.dropout.p)
+    def transposed(step: int, model) -> None:
+        if step == 0:
+            for block in model.transformer.h:
+                block.mlp.dropout = TransposedDropout(block.mlp.dropout.p)
+
     ahead = DropoutDrawsAhead()
-    losses, state = train(plain, None)
-    ahead_losses, ahead_state = train(drawn_ahead, ahead)
-    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
+    same_run_as_torch(ahead, transposed)
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
 
 
@@ -149,11 +152,8 @@ def test_a_forward_that_raises_leaves_the_generator_where_torch_would() -> None:
 
 
 def test_sdpa_drawing_its_own_dropout_turns_the_lever_off_and_changes_nothing() -> None:
-    plain, sdpa = gpt2("sdpa"), gpt2("sdpa")
     ahead = DropoutDrawsAhead()
-    losses, state = train(plain, None)
-    ahead_losses, ahead_state = train(sdpa, ahead)
-    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, sdpa)
+    same_run_as_torch(ahead, attention="sdpa")
     assert ahead.forwards_ahead == 0 and "outside torch.nn.functional.dropout" in ahead.off_reason
     assert "then drawn in the step" in ahead.summary()
 

@@ -14,7 +14,7 @@ import torch
 from hf_icot.training import dropout_kernel
 from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
 from hf_icot.training.dropout_kernel import DropoutKernel, torch_dropout_mask
-from tests.hf_icot.test_dropout_ahead import gpt2, icot_trainer, same_weights, train
+from tests.hf_icot.test_dropout_ahead import icot_trainer, same_run_as_torch, same_weights
 
 needs_compiler = pytest.mark.skipif(
     shutil.which(os.environ.get("CC") or "cc") is None, reason="no C compiler here: the kernel cannot be built"
@@ -112,34 +112,25 @@ def test_a_disagreeing_kernel_is_refused_on_load_and_turned_off_by_the_first_for
     )
     # Past the load-time check (as if it had agreed there), the lever's check of the first forward turns it off.
     dropout_kernel._loaded["kernel"] = wrong
-    plain, drawn_ahead = gpt2(), gpt2()
     ahead = DropoutDrawsAhead()
-    losses, state = train(plain, None)
-    ahead_losses, ahead_state = train(drawn_ahead, ahead)
+    same_run_as_torch(ahead)
     assert dropout_kernel.why_not() == "its mask of shape (4, 10, 32) differs from torch's own"
     assert not dropout_kernel.in_use() and "drawn ahead by torch on a helper thread" in ahead.summary()
-    assert ahead_losses == losses and torch.equal(ahead_state, state) and same_weights(plain, drawn_ahead)
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
 
 
 @needs_compiler
 def test_masks_drawn_in_the_step_by_the_kernel_give_the_same_losses_weights_and_generator_state(fresh_kernel) -> None:
-    plain, in_step = gpt2(), gpt2()
     ahead = DropoutDrawsAhead(helper=False)
-    losses, state = train(plain, None)
-    in_step_losses, in_step_state = train(in_step, ahead)
-    assert in_step_losses == losses and torch.equal(in_step_state, state) and same_weights(plain, in_step)
+    same_run_as_torch(ahead)
     assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
     assert ahead.summary() == "4 training forwards drawn by the C kernel in the step, 0 put back"
 
 
 def test_without_the_kernel_the_lever_does_not_draw_in_the_step(fresh_kernel, monkeypatch) -> None:
     monkeypatch.setenv("HF_ICOT_DROPOUT_KERNEL", "0")
-    plain, in_step = gpt2(), gpt2()
     ahead = DropoutDrawsAhead(helper=False)
-    losses, state = train(plain, None)
-    in_step_losses, in_step_state = train(in_step, ahead)
-    assert in_step_losses == losses and torch.equal(in_step_state, state) and same_weights(plain, in_step)
+    same_run_as_torch(ahead)
     assert ahead.off_reason == "no C kernel to draw with in the step (HF_ICOT_DROPOUT_KERNEL=0 in the environment)"
     assert ahead.forwards_ahead == 0
 
