@@ -325,4 +325,6 @@ class DropoutAheadMixin:
                 yield
             finally:
                 self._attention_switches = None
-        logger.info("dropout masks: %s", self.dropout_ahead.summary())
+        lever = self.dropout_ahead
+        if lever.forwards_ahead or lever.put_back or lever.off_reason:  # silent for a model without dropout
+            logger.info("dropout masks: %s", lever.summary())

@@ -7,6 +7,7 @@ sleeping OpenMP threads before torch is imported."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import sys
@@ -233,6 +234,21 @@ def test_a_model_that_model_init_builds_in_train_draws_ahead_too(tmp_path, two_t
     assert built.dropout_ahead.forwards_ahead > 0 and built.dropout_ahead.off_reason is None
     assert built.model.config._attn_implementation == "sdpa"
     assert same_weights(eager.model, built.model)
+
+
+def test_the_log_names_the_lever_only_where_a_forward_drew(tmp_path, two_threads_passive, caplog) -> None:
+    lines = []
+    for name, p in (("dropout", None), ("no_dropout", 0.0)):
+        trainer = icot_trainer(tmp_path / name)
+        for module in trainer.model.modules():
+            if isinstance(module, torch.nn.Dropout) and p is not None:
+                module.p = p
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="hf_icot.training.dropout_ahead"):
+            trainer.train()
+        lines.append([record.message for record in caplog.records if record.message.startswith("dropout masks:")])
+    assert len(lines[0]) == 1 and "training forwards drawn ahead by" in lines[0][0]
+    assert lines[1] == [], "a model without dropout draws nothing: no line"
 
 
 def test_icot_trainer_draws_in_the_step_where_a_helper_cannot_pay(tmp_path, two_threads_passive, monkeypatch) -> None:
