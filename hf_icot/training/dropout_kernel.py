@@ -19,6 +19,7 @@ and the reason is logged once.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import logging
 import math
@@ -76,12 +77,17 @@ class DropoutKernel:
         generator = torch.default_generator if generator is None else generator
         state = generator.get_state()
         out = _empty(shape, torch.float32, stride)  # dense: the kernel writes its memory in order, as torch draws
-        keep = 1 - p
-        scale = torch.ones(1).div_(keep).item()  # the float torch's div_ gives a drawn 1
-        threshold = math.ceil(keep * 2**53)  # u = v / 2^53 < keep, exactly, for the 53-bit integer v
-        self._function(state.data_ptr(), out.data_ptr(), out.numel(), threshold, scale)  # ctypes frees the GIL
+        self._function(state.data_ptr(), out.data_ptr(), out.numel(), *_threshold_and_scale(p))  # ctypes frees the GIL
         generator.set_state(state)
         return out
+
+
+@functools.cache
+def _threshold_and_scale(p: float) -> tuple[int, float]:
+    """For a drop probability ``p``: ``ceil((1 - p) * 2^53)`` (u = v / 2^53 < 1 - p, exactly, for the 53-bit integer v)
+    and the float torch's ``div_(1 - p)`` makes of a drawn 1."""
+    keep = 1 - p
+    return math.ceil(keep * 2**53), torch.ones(1).div_(keep).item()
 
 
 def loaded() -> DropoutKernel | None:
