@@ -131,8 +131,8 @@ def coconut_side(coconut_repo: Path, tokenizer, batches, steps_per_stage: int) -
     import torch
 
     from hf_icot.curriculum.latent import LatentPlan
-    from hf_icot.data.latent import LatentRenderer
-    from hf_icot.methods.losses import coconut_loss
+    from hf_icot.methods.coconut import coconut_loss
+    from hf_icot.methods.latent_batches import LatentRenderer
 
     module = load_module(coconut_repo / "coconut.py", "their_coconut")
     renderer = LatentRenderer(tokenizer)
@@ -193,9 +193,9 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
     import torch
 
     from hf_icot.curriculum.latent import CODI as CODISchedule
-    from hf_icot.data.latent import LatentRenderer
+    from hf_icot.methods.codi import CODIConfig, CODIMethod, codi_loss
+    from hf_icot.methods.latent_batches import LatentRenderer
     from hf_icot.methods.latent_forward import LatentProjection, attach_projection
-    from hf_icot.methods.losses import codi_loss
 
     sys.path.insert(0, str(codi_repo / "src"))  # their checkout, not installable here: model.py imports its neighbours
     module = load_module(codi_repo / "src" / "model.py", "their_codi")
@@ -212,7 +212,7 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
     folder = work / "gpt2-tiny"  # its name says gpt2: CODI finds GPT-2's embeddings by the model's name (a temp dir)
     tiny_gpt2(len(tokenizer)).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    schedule = CODISchedule(num_latent=3, use_prj=True, prj_dim=64, prj_dropout=0.0)
+    method = CODIMethod(CODISchedule(num_latent=3), CODIConfig(use_prj=True, prj_dim=64, prj_dropout=0.0))
     model_args = SimpleNamespace(model_name_or_path=str(folder), full_precision=True, train=True, token=None)
     training_args = SimpleNamespace(
         bf16=False, num_latent=3, use_lora=False, use_prj=True, prj_dim=64, prj_dropout=0.0, prj_no_ln=False,
@@ -221,7 +221,8 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
     )  # fmt: skip
     torch.manual_seed(1)
     theirs = module.CODI(model_args, training_args, lora_config=None)
-    renderer = LatentRenderer(tokenizer)
+    renderer = method.renderer = LatentRenderer(tokenizer)
+    schedule = method.schedule
 
     def ours_like(their_model):
         lm = copy.deepcopy(their_model.codi)
@@ -251,14 +252,13 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
         }
 
     def render(examples):
-        plans = schedule.latent_plans(0, list(range(len(examples))), [e["n_cot_steps"] for e in examples])
-        return renderer.render(examples, plans, [schedule.teacher_steps(e["n_cot_steps"]) for e in examples])[0]
+        return method.render(examples, 0, True, collator=None)[0]
 
     # 1. One batch, the same weights.
     ours = ours_like(theirs)
     batch = render(batches[0])
     their_out = theirs(**their_inputs(batch))
-    our_out = codi_loss(ours, latent_id=renderer.tokens.latent, schedule=schedule, **batch)
+    our_out = codi_loss(ours, latent_id=renderer.tokens.latent, config=method.config, **batch)
     their_out["loss"].backward()
     our_out.loss.backward()
     terms = {
@@ -285,7 +285,7 @@ def codi_side(codi_repo: Path, tokenizer, batches, steps: int, work: Path) -> di
             if side == "theirs":
                 loss = theirs(**their_inputs(batch))["loss"]
             else:
-                loss = codi_loss(ours, latent_id=renderer.tokens.latent, schedule=schedule, **batch).loss
+                loss = codi_loss(ours, latent_id=renderer.tokens.latent, config=method.config, **batch).loss
             loss.backward()
             optimizer.step()
             seconds[side] += time.perf_counter() - start

@@ -92,8 +92,14 @@ class ScheduleOption:
 
 def schedule_options() -> dict[str, ScheduleOption]:
     """Every option the registered schedules' fields declare, in declaration order."""
+    return declared_options(SCHEDULES)
+
+
+def declared_options(classes: Mapping[str, type]) -> dict[str, ScheduleOption]:
+    """Every option the fields of ``classes`` (name -> dataclass; schedules, methods' configs) declare with
+    :func:`~hf_icot.curriculum.base.option`, in declaration order; an option read by only some of them says which."""
     found: dict[str, dict[str, Any]] = {}
-    for schedule_name, cls in SCHEDULES.items():
+    for schedule_name, cls in classes.items():
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             if not f.init or OPTION not in f.metadata:
@@ -103,14 +109,14 @@ def schedule_options() -> dict[str, ScheduleOption]:
                 {"type": hints[f.name], "help": f.metadata["help"], "choices": f.metadata.get("choices"), "by": {}},
             )
             entry["by"][schedule_name] = (f.name, f.default)
-    return {name: _option(name, entry) for name, entry in found.items()}
+    return {name: _option(name, entry, len(classes)) for name, entry in found.items()}
 
 
-def _option(name: str, entry: dict[str, Any]) -> ScheduleOption:
+def _option(name: str, entry: dict[str, Any], n_classes: int) -> ScheduleOption:
     readers = list(entry["by"])
     defaults = {schedule: default for schedule, (_, default) in entry["by"].items()}
     help = entry["help"]
-    if len(readers) < len(SCHEDULES):
+    if len(readers) < n_classes:
         help = f"{'/'.join(readers)}: {help[0].lower()}{help[1:]}"
     values = list(dict.fromkeys(defaults.values()))
     default = values[0] if len(values) == 1 else None
@@ -131,12 +137,16 @@ def build_schedule(name: str, options: Mapping[str, Any]) -> Schedule:
     Raises:
         ValueError: an unknown schedule name or an invalid parameter (one sentence from the schedule).
     """
-    cls = schedule_class(name)
+    return schedule_class(name)(**declared_values(schedule_class(name), options))
+
+
+def declared_values(cls: type, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of dataclass ``cls`` set by the flat ``options`` (absent or None: the field's default)."""
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f.init and OPTION in f.metadata and options.get(f.metadata[OPTION] or f.name) is not None:
             kwargs[f.name] = options[f.metadata[OPTION] or f.name]
-    return cls(**kwargs)
+    return kwargs
 
 
 __all__ = [
@@ -156,6 +166,8 @@ __all__ = [
     "Staged",
     "Stepwise",
     "build_schedule",
+    "declared_options",
+    "declared_values",
     "schedule_class",
     "schedule_from_dict",
     "schedule_options",

@@ -186,8 +186,14 @@ class Schedule:
         return 0.0
 
     def resets_optimizer_at(self, step: int) -> bool:
-        """Whether the optimizer state should be reset before step ``step`` (the trainer may still skip it)."""
+        """Whether the optimizer state should be reset before step ``step`` (see :attr:`skips_reset_without_cot`)."""
         return False
+
+    @property
+    def skips_reset_without_cot(self) -> bool:
+        """Whether the trainer skips a reset once the previous step kept no CoT token (the stepwise reference's rule:
+        nothing more is removed, so nothing changed)."""
+        return True
 
     def state_dict(self) -> dict[str, Any]:
         """What a training-driven pace has decided so far (kept in checkpoints, not in to_dict); fixed paces: none."""

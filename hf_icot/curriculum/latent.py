@@ -5,24 +5,27 @@
   latent slots; past ``max_latent_stage`` every remaining step goes too. Stage 0 is the full CoT (with the latent
   markers around no slot), so a run starts from a CoT model as Coconut's does.
 * :class:`CODI` (Shen et al. 2025, "Compressing Chain-of-Thought into Continuous Space via Self-Distillation",
-  ``zhenyi4/codi``): one stage; every example is both a teacher sequence (question, CoT, answer) and a student
-  sequence (question, ``num_latent`` continuous thoughts, answer), with the teacher's hidden states at the answer
-  distilled into the student's.
+  ``zhenyi4/codi``): one stage; every example's CoT gives way to ``num_latent`` continuous thoughts (its teacher
+  sequence, projection and distillation are the method's: :mod:`hf_icot.methods.codi`).
 
 Where the papers and their code are silent or this toolkit's format differs, these choices are ours:
 
 * a reasoning step is one entry of the data's ``cot`` list; Coconut's ``### answer`` is our ``#### answer`` and
   CODI's "The answer is:" our ``####`` (distilled at its last token);
 * one marker pair, ``<|start-latent|>`` / ``<|end-latent|>``, serves both methods (Coconut's names; CODI's
-  ``<bot>`` / ``<eot>``), added to the tokenizer with transformers' mean initialisation (Coconut copies ``<<``'s);
-* Coconut's optimizer is reset every epoch by default, as its code does (its README says per stage:
-  ``reset_optimizer_every stage``);
-* CODI's question is followed by ``<eos>`` and its student's ``<|end-latent|>`` by ``<eos>``, as CODI's
-  ``remove_eos=False`` default writes them; padding is masked in every pass.
+  ``<bot>`` / ``<eot>``), added to the tokenizer with transformers' mean initialisation (Coconut's code copies
+  ``<<``'s: the method's ``latent_token_init``);
+* Coconut's optimizer is rebuilt at every epoch boundary, whatever the CoT, as its ``run.py`` does
+  (``reset_optimizer_every epoch``); ``epoch_while_cot`` skips a reset once the previous step kept no CoT token (the
+  stepwise reference's rule, this toolkit's behaviour before 2026-12-07), ``stage`` resets at stage boundaries (its
+  README's words);
+* Coconut's ``resume`` (skip the first epochs, continuing from a CoT checkpoint) is ``start_stage``: the run starts at
+  that stage, i.e. ``resume = start_stage × epochs_per_stage``;
+* padding is masked in every pass.
 
 The schedule says, per example and step, how many CoT steps are replaced and how many latent slots stand in their
 place (:meth:`LatentSchedule.latent_plans`); the rendering, the forward that feeds hidden states back, the losses and
-latent generation are in :mod:`hf_icot.methods`. Pure Python, as every curriculum.
+latent generation are the methods' (:mod:`hf_icot.methods`). Pure Python, as every curriculum.
 """
 
 from __future__ import annotations
@@ -42,9 +45,9 @@ from hf_icot.curriculum.base import (
 )
 from hf_icot.curriculum.layout import SequenceLayout, check_choice
 
-#: When Coconut's optimizer state is reset: its code rebuilds AdamW at every epoch (its README says per stage).
-OPTIMIZER_RESETS = ("epoch", "stage", "never")
-DISTILL_LOSSES = ("smooth_l1", "l2")
+#: When Coconut's optimizer state is reset: its code rebuilds AdamW at every epoch (its README says per stage);
+#: ``epoch_while_cot`` skips the reset once the previous step kept no CoT token (the stepwise reference's rule).
+OPTIMIZER_RESETS = ("epoch", "epoch_while_cot", "stage", "never")
 ALL_STEPS = 10**9  # "every step": more than any CoT has
 
 
@@ -133,8 +136,14 @@ class Coconut(LatentSchedule):
     )
     reset_optimizer_every: str = option(
         "epoch",
-        "Reset the Adam state every epoch (its code), every stage (its README) or never.",
+        "Reset the Adam state at every epoch boundary (its code), every epoch while the previous step kept CoT "
+        "tokens (epoch_while_cot), every stage (its README) or never.",
         choices=OPTIMIZER_RESETS,
+    )
+    start_stage: int = option(
+        0,
+        "Start the curriculum at this stage (Coconut's resume = start_stage × epochs_per_stage skipped epochs), e.g. "
+        "from a CoT-trained checkpoint given as the model.",
     )
     max_cot_steps: int | None = None
 
@@ -146,18 +155,26 @@ class Coconut(LatentSchedule):
         if not 0.0 <= self.uniform_prob <= 1.0:
             raise ValueError(f"uniform_prob {self.uniform_prob} is not allowed; it must be in [0, 1].")
         check_choice("reset_optimizer_every", self.reset_optimizer_every, OPTIMIZER_RESETS)
+        check_at_least("start_stage", self.start_stage, 0)
         self.check_longest_cot(self.max_cot_steps)
 
     def check_longest_cot(self, max_cot_steps: int | None) -> None:
-        """Refuse a ``max_latent_stage`` beyond the longest CoT (no example could reach it).
+        """Refuse a ``max_latent_stage`` beyond the longest CoT (no example could reach it), and a ``start_stage``
+        past the last stage.
 
         Raises:
-            ValueError: naming both numbers.
+            ValueError: naming the numbers.
         """
         if None not in (max_cot_steps, self.max_latent_stage) and self.max_latent_stage > max_cot_steps:
             raise ValueError(
                 f"max_latent_stage {self.max_latent_stage} is larger than the longest CoT of the training data "
                 f"({max_cot_steps} steps); give at most {max_cot_steps}, or leave it unset."
+            )
+        last = self.max_latent_stage if self.max_latent_stage is not None else max_cot_steps
+        if last is not None and self.start_stage > last + 1:
+            raise ValueError(
+                f"start_stage {self.start_stage} is past the last stage {last + 1} (max_latent_stage {last}, then every "
+                f"step as latent thoughts); give 0 to {last + 1}."
             )
 
     def bind(self, steps_per_epoch, max_cot_level=None, max_cot_tokens=None, max_cot_steps=None) -> None:
@@ -174,7 +191,7 @@ class Coconut(LatentSchedule):
     def _scheduled(self, step: int) -> int:
         if not self.steps_per_epoch:
             return 0
-        return step // self.steps_per_epoch // self.epochs_per_stage
+        return self.start_stage + step // self.steps_per_epoch // self.epochs_per_stage
 
     def stage(self, step: int) -> int:
         return min(self._scheduled(step), self.last_latent_stage + 1)  # past the last latent stage nothing changes
@@ -186,9 +203,13 @@ class Coconut(LatentSchedule):
     def resets_optimizer_at(self, step: int) -> bool:
         if step <= 0 or not self.steps_per_epoch or self.reset_optimizer_every == "never":
             return False
-        if self.reset_optimizer_every == "epoch":
+        if self.reset_optimizer_every in ("epoch", "epoch_while_cot"):
             return step % self.steps_per_epoch == 0
         return self.stage(step) != self.stage(step - 1)
+
+    @property
+    def skips_reset_without_cot(self) -> bool:
+        return self.reset_optimizer_every == "epoch_while_cot"
 
     def _plan(self, stage: int, n_steps: int) -> LatentPlan:
         last = self.last_latent_stage
@@ -224,36 +245,15 @@ class Coconut(LatentSchedule):
 
 @dataclass
 class CODI(LatentSchedule):
-    """CODI's self-distillation (``zhenyi4/codi``, ``src/model.py``): one stage in which every example trains the
-    model as teacher (question, CoT, answer: cross entropy × ``ref_loss_factor``) and as student (question,
-    ``num_latent`` continuous thoughts, answer: cross entropy), plus the distillation loss between the two's hidden
-    states at the token before the answer (every layer's output and the embeddings, averaged; the teacher's side
-    without gradient), × ``distill_loss_factor``."""
+    """CODI's plan (``zhenyi4/codi``): one stage in which every example's CoT gives way to ``num_latent`` continuous
+    thoughts. Its teacher sequence, projection and losses are the method's (:mod:`hf_icot.methods.codi`)."""
 
     name: ClassVar[str] = "codi"
     num_latent: int = option(6, "Continuous thoughts between the latent markers.")
-    use_prj: bool = option(
-        False,
-        "Pass each thought through a projection (Dropout, Linear, GELU, Linear, LayerNorm) before feeding it.",
-    )
-    prj_dim: int | None = option(None, "The projection's hidden width (unset: the model's hidden size).")
-    prj_dropout: float = option(0.0, "The projection's dropout.")
-    prj_no_ln: bool = option(False, "Leave the LayerNorm out of the projection.")
-    distill_loss_type: str = option("smooth_l1", "The distillation loss, smooth_l1 or l2.", choices=DISTILL_LOSSES)
-    distill_loss_factor: float = option(1.0, "Weight of the distillation loss.")
-    distill_loss_div_std: bool = option(False, "Divide the distillation loss by the teacher's std (l2: twice).")
-    ref_loss_factor: float = option(1.0, "Weight of the teacher's cross entropy.")
-    include_last_cot: bool = option(False, "Keep the last CoT step in the teacher's CoT (CODI drops it).")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_at_least("num_latent", self.num_latent, 0)
-        check_at_least("prj_dim", self.prj_dim, 1)
-        if not 0.0 <= self.prj_dropout < 1.0:
-            raise ValueError(f"prj_dropout {self.prj_dropout} is not allowed; it must be in [0, 1).")
-        check_choice("distill_loss_type", self.distill_loss_type, DISTILL_LOSSES)
-        check_at_least("distill_loss_factor", self.distill_loss_factor, 0)
-        check_at_least("ref_loss_factor", self.ref_loss_factor, 0)
 
     def removed_count(self, step: int) -> float:
         return math.inf
@@ -263,10 +263,6 @@ class CODI(LatentSchedule):
 
     def inference_thoughts(self, step):
         return self.num_latent, 0
-
-    def teacher_steps(self, n_steps: int) -> int:
-        """How many of an example's ``n_steps`` CoT steps the teacher sequence keeps (CODI drops the last)."""
-        return n_steps if self.include_last_cot else max(n_steps - 1, 0)
 
     def describe_stage(self, step: int) -> str:
         return f"all CoT steps, as {self.num_latent} continuous thoughts (CoT teacher distilled at the answer)"

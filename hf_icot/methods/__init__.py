@@ -1,19 +1,54 @@
-"""Continuous-thought methods on any causal LM: Coconut and CODI (their curricula are in
-:mod:`hf_icot.curriculum.latent`, their batches in :mod:`hf_icot.data.latent`).
+"""Methods: how a run's CoT leaves the sequence, one object each, registered by the schedule that names it
+(``--schedule``, as every curriculum).
 
-* :mod:`~hf_icot.methods.latent_forward` — the forward that feeds hidden states back as input embeddings, one pass per
-  latent column with the KV cache; CODI's projection and its files;
-* :mod:`~hf_icot.methods.losses` — Coconut's and CODI's losses, computed inside the model's forward;
-* :mod:`~hf_icot.methods.generation` — latent generation: the latent passes, then batched greedy decoding.
+* :mod:`~hf_icot.methods.base` — :class:`~hf_icot.methods.base.Method`, the hooks the trainer calls, and the
+  token-removal family (every truncating curriculum) as the plain case;
+* :mod:`~hf_icot.methods.coconut` — Coconut: continuous thoughts stage by stage;
+* :mod:`~hf_icot.methods.codi` — CODI: a CoT teacher distilled into a latent student, with its projection;
+* what the continuous-thought methods share: :mod:`~hf_icot.methods.latent` (set-up, rendering, the loss path),
+  :mod:`~hf_icot.methods.latent_batches` (their batches), :mod:`~hf_icot.methods.latent_forward` (the forward that
+  feeds hidden states back, one pass per latent column with the KV cache; CODI's projection and its files),
+  :mod:`~hf_icot.methods.generation` (latent generation: the latent passes, then batched greedy decoding).
 
-:func:`load_latent_model` loads a trained run (a folder or a Hub repo) with its projection, ready for
-:func:`~hf_icot.methods.generation.generate_latent`.
+:data:`METHODS` names the methods by schedule; :func:`build_method` builds a run's method from its schedule and the
+flat options (:func:`method_options`, declared once on each method's config). :func:`load_latent_model` loads a
+trained run (a folder or a Hub repo) with its projection, ready for
+:func:`~hf_icot.methods.generation.generate_latent`. Adding a method: ``docs/methods.md``, "How to add a method".
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
+
+from hf_icot.curriculum import ScheduleOption, declared_options, declared_values
+from hf_icot.methods.base import Method, MethodConfig
+from hf_icot.methods.coconut import CoconutMethod
+from hf_icot.methods.codi import CODIMethod
+
+#: schedule name -> the method that runs it (a schedule not named here runs :class:`Method`, token removal).
+METHODS: dict[str, type[Method]] = {name: cls for cls in (CoconutMethod, CODIMethod) for name in cls.schedules}
+
+
+def method_class(schedule_name: str) -> type[Method]:
+    """The method that runs the schedule ``schedule_name`` (token removal for every truncating curriculum)."""
+    return METHODS.get(schedule_name, Method)
+
+
+def method_options() -> dict[str, ScheduleOption]:
+    """Every flat option the methods' configs declare (their fields' :func:`~hf_icot.curriculum.base.option`)."""
+    return declared_options({name: cls.config_class for name, cls in METHODS.items()})
+
+
+def build_method(schedule: Any, options: Mapping[str, Any]) -> Method:
+    """The method of ``schedule`` with its config set from the flat ``options`` (absent or None: the default).
+
+    Raises:
+        ValueError: an invalid option (one sentence from the method's config).
+    """
+    cls = method_class(schedule.name)
+    return cls(schedule, cls.config_class(**declared_values(cls.config_class, options)))
 
 
 def load_latent_model(name_or_path: str, **from_pretrained: Any) -> tuple[Any, Any]:
@@ -69,4 +104,12 @@ def _has_file(name_or_path: str, filename: str, revision: str | None) -> bool:
     return file_exists(name_or_path, filename, revision=revision)
 
 
-__all__ = ["load_latent_model"]
+__all__ = [
+    "METHODS",
+    "Method",
+    "MethodConfig",
+    "build_method",
+    "load_latent_model",
+    "method_class",
+    "method_options",
+]

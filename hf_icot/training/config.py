@@ -2,10 +2,12 @@
 and :class:`ICoTConfig` (plus the curriculum and the per-stage evaluation, for :class:`hf_icot.training.trainer.
 ICoTTrainer`).
 
-The curriculum's options are not written here: every schedule field declares its flat option once, where the schedule
-defines it (:func:`hf_icot.curriculum.base.option`), and :data:`ScheduleArguments` is built from those declarations
-(:func:`hf_icot.curriculum.schedule_options`), so a recipe YAML, the command line and ``--help`` set and describe them
-as the schedule does. :func:`schedule_from_config` builds the schedule a config asks for.
+The curriculum's and the methods' options are not written here: every schedule field and every method-config field
+declares its flat option once, where it is defined (:func:`hf_icot.curriculum.base.option`), and
+:data:`ScheduleArguments` is built from those declarations (:func:`hf_icot.curriculum.schedule_options`,
+:func:`hf_icot.methods.method_options`), so a recipe YAML, the command line and ``--help`` set and describe them as the
+schedule or method does. :func:`schedule_from_config` builds the schedule a config asks for, :func:`method_from_config`
+its method.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from transformers import TrainingArguments
 
 from hf_icot.curriculum import SCHEDULES, Schedule, build_schedule, schedule_class, schedule_options
 from hf_icot.evaluation.prompts import parse_mode
+from hf_icot.methods import Method, build_method, method_options
 
 TOO_LONG_ACTIONS = ("error", "skip")
 
@@ -74,7 +77,7 @@ def _schedule_arguments() -> type:
         ("schedule", str, field(default="stepwise", metadata={
             "help": f"Curriculum: one of {', '.join(SCHEDULES)}.", "choices": list(SCHEDULES)})),
     ]  # fmt: skip
-    for option in schedule_options().values():
+    for option in _declared_options().values():
         if option.name in taken:
             continue
         metadata: dict[str, Any] = {"help": option.help}
@@ -88,10 +91,14 @@ def _schedule_arguments() -> type:
     return arguments
 
 
+def _declared_options() -> dict[str, Any]:
+    return {**schedule_options(), **method_options()}
+
+
 ScheduleArguments = _schedule_arguments()
-#: The curriculum options read as floats (a YAML ``inf`` arrives as a string).
+#: The curriculum and method options read as floats (a YAML ``inf`` arrives as a string).
 FLOAT_OPTIONS = tuple(
-    option.name for option in schedule_options().values() if option.type is float and option.name != "seed"
+    option.name for option in _declared_options().values() if option.type is float and option.name != "seed"
 )
 
 
@@ -266,7 +273,7 @@ class ICoTConfig(ScheduleArguments, RunArguments):
             raise ValueError(
                 "remove_unused_columns=True would drop question/cot/answer before the ICoT collator; keep it False."
             )
-        schedule_from_config(self)  # every schedule parameter is validated where it is used
+        method_from_config(self, schedule_from_config(self))  # every option is validated where it is used
 
 
 def schedule_from_config(config: Any) -> Schedule:
@@ -279,3 +286,12 @@ def schedule_from_config(config: Any) -> Schedule:
     """
     options = {name: getattr(config, name, None) for name in schedule_options()}
     return build_schedule(config.schedule, {**options, "seed": config.seed})
+
+
+def method_from_config(config: Any, schedule: Schedule) -> Method:
+    """The method that runs ``schedule``, with its options from the config (:func:`hf_icot.methods.build_method`).
+
+    Raises:
+        ValueError: an invalid method option.
+    """
+    return build_method(schedule, {name: getattr(config, name, None) for name in method_options()})

@@ -201,7 +201,7 @@ class RunOutputsMixin:
                 merge_adapter=merge_adapter,
                 base_model_id=base_model_id,
             )
-            self._save_latent_files(self.args.output_dir)  # CODI's projection, beside the model
+            self.method.save_files(self.model, self.args.output_dir)  # e.g. CODI's projection, beside the model
         self.accelerator.wait_for_everyone()
         return kind
 

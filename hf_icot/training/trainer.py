@@ -16,15 +16,20 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
 * **Dropout's masks drawn ahead** (``draw_dropout_ahead``, :mod:`hf_icot.training.dropout_ahead`): on the CPU a
   helper thread draws each training forward's dropout masks while it runs, the same numbers in torch's order.
-* **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``): the Adam moments and step counts are
-  cleared; the learning-rate schedule keeps following the global step.
+* **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``, Coconut's ``reset_optimizer_every``): the
+  Adam moments and step counts are cleared, skipped once the previous step kept no CoT token where the schedule says
+  so (``skips_reset_without_cot``); the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
   and ``cot/kept_tokens_mean`` (measured on this process's batches) join the training logs; when a stage ends its
   model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``);
   what each stage end cost is logged (``cot/stage_evaluation_s``, ``cot/stage_checkpoint_s``) and summed at the end.
-* **Exact resume**: the schedule, the run-time flags, the seed and the batch size ride in ``trainer_state.json`` (an
-  ``ExportableState`` callback), and every draw is a pure function of (seed, step, example id), so a resumed run — on
-  any number of processes — continues the same curriculum; one with another schedule, seed or batch size is refused.
+* **Exact resume** (:mod:`hf_icot.training.curriculum_state`): the schedule, the method's options, the run-time
+  flags, the seed and the batch size ride in ``trainer_state.json``, and every draw is a pure function of (seed, step,
+  example id), so a resumed run — on any number of processes — continues the same curriculum; one with another
+  schedule, method option, seed or batch size is refused.
+* **The method** (:mod:`hf_icot.methods`): the schedule's method object renders each batch, may give the model a
+  forward and a loss of its own (Coconut, CODI) and writes its own files beside every saved model; the trainer calls
+  its hooks and knows no method by name.
 * **Kill-safe checkpoints**: a checkpoint is written under a marker removed once every process has written its part
   (older checkpoints are rotated out only then), and ``resume_from_checkpoint=True`` takes the last complete one
   (:mod:`hf_icot.training.run_folder`).
@@ -46,10 +51,9 @@ import datasets
 import pyarrow.compute as pc
 import torch
 from transformers import Trainer, TrainerCallback
-from transformers.trainer_callback import ExportableState
 from transformers.trainer_utils import has_length
 
-from hf_icot.curriculum import Schedule, schedule_from_dict
+from hf_icot.curriculum import Schedule
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.collator import ICoTCollator
 from hf_icot.data.row_checks import arrow_table
@@ -58,14 +62,13 @@ from hf_icot.modeling.sizing import context_length
 from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
 from hf_icot.training.causal_mask import without_needless_mask
 from hf_icot.training.checkpoints import SafeRunMixin
-from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
+from hf_icot.training.curriculum_state import ICoTStateCallback
 from hf_icot.training.dropout_ahead import DropoutAheadMixin, dropout_draws_ahead_for
 from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.labelled_loss import LabelledLossMixin
-from hf_icot.training.latent import LatentMethodMixin
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
-from hf_icot.training.run_folder import resume_mismatch, run_identity
 
 logger = logging.getLogger(__name__)
 
@@ -73,38 +76,8 @@ logger = logging.getLogger(__name__)
 SKIP_KEY = "icot_skip"
 
 
-class ICoTStateCallback(TrainerCallback, ExportableState):
-    """Carries the curriculum state through checkpoints (``trainer_state.json``)."""
-
-    def __init__(self, trainer: ICoTTrainer) -> None:
-        self.trainer = trainer
-
-    def state(self) -> dict[str, Any]:
-        trainer = self.trainer
-        return {
-            "args": {},
-            "attributes": {
-                "schedule": trainer.schedule.to_dict(),
-                "previous_step_without_cot": trainer._previous_step_without_cot,
-                "optimizer_resets": trainer._optimizer_resets,
-                "pace": trainer.schedule.state_dict(),
-                "run": run_identity(trainer.args),
-            },
-        }
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        saved = (state.stateful_callbacks or {}).get(type(self).__name__)
-        if saved:
-            self.trainer._restore_curriculum_state(saved["attributes"], state.train_batch_size)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.trainer.schedule.needs_answer_accuracy:  # before the Trainer saves: the checkpoint holds the decision
-            self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
-
-
 class ICoTTrainer(
     DropoutAheadMixin,
-    LatentMethodMixin,
     AnswerAccuracyMixin,
     LabelledLossMixin,
     RunOutputsMixin,
@@ -161,6 +134,7 @@ class ICoTTrainer(
         if processing_class is None:
             raise ValueError("ICoTTrainer needs the tokenizer as processing_class to encode questions and CoTs.")
         self.schedule = schedule if schedule is not None else schedule_from_config(args)
+        self.method = method_from_config(args, self.schedule)  # what the schedule's method adds: hooks below
         layout = self.schedule.layout
         data_collator = data_collator if data_collator is not None else ICoTCollator(processing_class, layout)
         if not isinstance(data_collator, ICoTCollator):
@@ -204,8 +178,8 @@ class ICoTTrainer(
         self.stage_metrics: dict[int, dict[str, float]] = {}
         if args.fused_gelu and isinstance(model, torch.nn.Module):
             fuse_tanh_gelu(model)  # no weights change: before or after wrapping alike
-        if layout.latent and model is not None:  # before the Trainer wraps the model and builds the optimizer
-            self._prepare_latent_model(model, processing_class, args.seed, self._max_cot_steps)
+        if model is not None:  # before the Trainer wraps the model and builds the optimizer
+            self.method.prepare_model(model, processing_class, args.seed, self._max_cot_steps)
         callbacks = [ICoTStateCallback(self), *(callbacks or [])]
         super().__init__(
             model=model,
@@ -239,10 +213,9 @@ class ICoTTrainer(
                 split=args.generation_eval_split,
             )
             self.add_callback(self.generation_eval)
-        if layout.latent:
+        if self.method.latent:
             self.loss_is_scaled_for_ga = False  # the latent losses are micro-batch means, as the methods' own code
-        latent = getattr(self, "latent_renderer", None) is not None
-        self.dropout_ahead = dropout_draws_ahead_for(args, self.model, latent)
+        self.dropout_ahead = dropout_draws_ahead_for(args, self.model, self.method.latent)
         self._register_safeguards()
 
     def _inserted_tokens(self, dataset: Any) -> list[str]:
@@ -276,16 +249,7 @@ class ICoTTrainer(
 
     def _render(self, inputs: dict[str, Any], step: int, training: bool) -> tuple[dict[str, Any], list[int]]:
         examples = inputs["pending"].examples
-        if self.latent_renderer is not None:
-            return self._render_latent(examples, step, training)
-        specs = self.schedule.specs(
-            step,
-            [example["example_id"] for example in examples],
-            n_tokens=[example["n_cot_tokens"] for example in examples],
-            n_steps=[example["n_cot_steps"] for example in examples],
-            training=training,
-        )
-        batch, kept = self.data_collator.render_counted(examples, specs)
+        batch, kept = self.method.render(examples, step, training, self.data_collator)
         if training and self.schedule.needs_answer_accuracy:
             self._mark_answer_tokens(batch, examples)
         return batch, kept
@@ -298,7 +262,8 @@ class ICoTTrainer(
             # Here, rather than in on_step_end, so the Trainer's own log/save/evaluate of the last step is done.
             self._end_stage(self.schedule.stage(step - 1))
         pending, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
-        if self.schedule.resets_optimizer_at(step) and not self._previous_step_without_cot:
+        skip = self.schedule.skips_reset_without_cot and self._previous_step_without_cot
+        if self.schedule.resets_optimizer_at(step) and not skip:
             self.reset_optimizer_state()
         batches, without_cot = [], True
         for inputs in pending:
@@ -332,23 +297,6 @@ class ICoTTrainer(
         """How many times the optimizer state was reset in this run (resumed runs included)."""
         return self._optimizer_resets
 
-    def _restore_curriculum_state(self, saved: dict[str, Any], train_batch_size: int | None = None) -> None:
-        mismatch = resume_mismatch(saved, train_batch_size, self.args)
-        if mismatch is not None:
-            raise ValueError(mismatch)
-        stored, current = schedule_from_dict(saved["schedule"]).to_dict(), self.schedule.to_dict()
-        if stored != current:
-            changed = [key for key in {**stored, **current} if stored.get(key) != current.get(key)]
-            was = ", ".join(f"{key} {stored.get(key)!r}" for key in changed)
-            now = ", ".join(f"{key} {current.get(key)!r}" for key in changed)
-            raise ValueError(
-                f"the checkpoint was trained with the schedule {stored['name']!r} with {was}, but this run has {now}; "
-                "resume with the same curriculum, batch size and seed, or start a new run."
-            )
-        self._previous_step_without_cot = bool(saved["previous_step_without_cot"])
-        self._optimizer_resets = int(saved["optimizer_resets"])
-        self.schedule.load_state_dict(saved.get("pace", {}))
-
     # -- training step ---------------------------------------------------------------------------------------------
 
     def _mark_long_batch(self, batch: dict[str, Any]) -> None:
@@ -368,10 +316,16 @@ class ICoTTrainer(
         if inputs.pop(SKIP_KEY, False):
             # No forward or backward: parameters without a gradient are left alone by the optimizer step.
             return torch.zeros((), device=self.args.device)
-        if getattr(self, "latent_renderer", None) is None:  # a latent forward reads the mask itself
+        if not self.method.latent:  # a latent forward reads the mask itself
             # Right padding that no label reads: without its mask SDPA takes its causal kernel (same loss).
             inputs = without_needless_mask(model, inputs)
         return super().training_step(model, inputs, num_items_in_batch)  # a non-finite loss stops (SafeRunMixin)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        outputs = self.method.compute_loss(model, inputs)  # None: the causal-LM loss of the mixins below
+        if outputs is None:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        return (outputs["loss"], outputs) if return_outputs else outputs["loss"]
 
     def _step_description(self, step: int) -> str:
         return f" (stage {self.schedule.stage(step)}, {self.schedule.describe_stage(step)} removed)"
@@ -390,7 +344,7 @@ class ICoTTrainer(
                 logs[f"cot/{self.schedule.metric}_accuracy"] = self.last_answer_accuracy
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
-            logs.update(self._latent_logs())
+            logs.update(self.method.logs())
             if getattr(self, "skipped_long_batches", 0):
                 logs["cot/skipped_long_batches"] = self.skipped_long_batches
         super().log(logs, start_time)
@@ -441,9 +395,14 @@ class ICoTTrainer(
         super()._save(output_dir, state_dict)
         if output_dir is not None and self.args.should_save:
             with open(os.path.join(output_dir, SCHEDULE_FILE), "w", encoding="utf-8") as stream:
-                json.dump({"schedule": self.schedule.to_dict()}, stream, indent=2, sort_keys=True)
-            self._save_latent_files(output_dir)
+                json.dump(
+                    {"schedule": self.schedule.to_dict(), "method": self.method.to_dict()},
+                    stream,
+                    indent=2,
+                    sort_keys=True,
+                )
+            self.method.save_files(self.model, output_dir)
 
     def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
         super()._load_from_checkpoint(resume_from_checkpoint, model)
-        self._load_latent_files(resume_from_checkpoint)
+        self.method.load_files(self.model, resume_from_checkpoint)

@@ -146,10 +146,12 @@ def test_no_module_is_over_450_lines(folder: str) -> None:
 
 def test_every_schedule_field_is_declared_once_and_the_config_derives_it() -> None:
     from hf_icot.curriculum import SCHEDULES, schedule_options
+    from hf_icot.methods import method_options
     from hf_icot.training import config as config_module
     from hf_icot.training.config import ICoTConfig, ScheduleArguments
 
-    options = schedule_options()
+    assert not set(schedule_options()) & set(method_options())  # one name per concept: a schedule's or a method's
+    options = {**schedule_options(), **method_options()}
     config_fields = {f.name: f for f in dataclasses.fields(ICoTConfig)}
     for option in options.values():
         assert option.name in config_fields, option.name

@@ -11,10 +11,12 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Mi
 from hf_icot.curriculum import CODI, LatentPlan, build_schedule
 from hf_icot.curriculum.layout import LATENT_TOKENS
 from hf_icot.data.collator import ICoTCollator
-from hf_icot.data.latent import LatentRenderer
 from hf_icot.data.tokenization import build_word_level_tokenizer
 from hf_icot.evaluation.generation_accuracy import evaluate_generation
+from hf_icot.methods.coconut import coconut_loss
+from hf_icot.methods.codi import CODIConfig, CODIMethod, codi_loss
 from hf_icot.methods.generation import generate_latent
+from hf_icot.methods.latent_batches import LatentRenderer
 from hf_icot.methods.latent_forward import (
     LatentProjection,
     attach_projection,
@@ -23,7 +25,6 @@ from hf_icot.methods.latent_forward import (
     load_projection,
     projection_of,
 )
-from hf_icot.methods.losses import coconut_loss, codi_loss
 from hf_icot.modeling.labelled_logits import IGNORE_INDEX
 from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer
@@ -127,15 +128,15 @@ def test_codi_loss_with_projection_equals_a_slow_loop(task, tmp_path):
     torch.manual_seed(1)
     attach_projection(lm, LatentProjection(32, 48, dropout=0.0))
     renderer = LatentRenderer(tokenizer)
-    schedule = CODI(
-        num_latent=3, use_prj=True, distill_loss_div_std=True, distill_loss_factor=2.0, ref_loss_factor=0.5
+    method = CODIMethod(
+        CODI(num_latent=3),
+        CODIConfig(use_prj=True, distill_loss_div_std=True, distill_loss_factor=2.0, ref_loss_factor=0.5),
     )
-    examples = [prepared[i] for i in range(4)]
-    plans = schedule.latent_plans(0, [0, 1, 2, 3], [6] * 4)
-    batch, _ = renderer.render(examples, plans, [schedule.teacher_steps(6)] * 4)
+    method.renderer = renderer
+    batch, _ = method.render([prepared[i] for i in range(4)], 0, True, collator=None)
     latent_id = renderer.tokens.latent
     with torch.no_grad():
-        out = codi_loss(lm, latent_id=latent_id, schedule=schedule, **batch)
+        out = codi_loss(lm, latent_id=latent_id, config=method.config, **batch)
         students, teachers = [], []
         teacher_rows = real_rows(batch, "teacher_input_ids", "teacher_attention_mask", "teacher_labels")
         for (ids, labels), (t_ids, t_labels) in zip(real_rows(batch), teacher_rows):
@@ -158,11 +159,11 @@ def test_codi_distillation_term_per_layer(task, tmp_path):
     lm = tiny_models(len(tokenizer), tmp_path)["llama"].eval()
     renderer = LatentRenderer(tokenizer)
     for loss_type, div_std in (("smooth_l1", False), ("l2", True)):
-        schedule = CODI(num_latent=2, distill_loss_type=loss_type, distill_loss_div_std=div_std)
-        examples = [prepared[i] for i in range(3)]
-        batch, _ = renderer.render(examples, schedule.latent_plans(0, [0, 1, 2], [6] * 3), [5] * 3)
+        method = CODIMethod(CODI(num_latent=2), CODIConfig(distill_loss_type=loss_type, distill_loss_div_std=div_std))
+        method.renderer = renderer
+        batch, _ = method.render([prepared[i] for i in range(3)], 0, True, collator=None)
         with torch.no_grad():
-            out = codi_loss(lm, latent_id=renderer.tokens.latent, schedule=schedule, **batch)
+            out = codi_loss(lm, latent_id=renderer.tokens.latent, config=method.config, **batch)
             students, teachers = [], []
             rows = zip(
                 real_rows(batch), real_rows(batch, "teacher_input_ids", "teacher_attention_mask", "teacher_labels")
@@ -214,13 +215,25 @@ def test_coconut_stages_plans_and_resets_follow_its_code():
         ("coconut", {"removal_fill": "pad"}, "removal_fill 'pad' does not apply to coconut"),
         ("codi", {"length_hint": True}, "length_hint True does not apply to codi"),
         ("codi", {"num_latent": -1}, "num_latent -1 is not allowed; it must be >= 0"),
-        ("codi", {"distill_loss_type": "kl"}, "distill_loss_type 'kl' is not allowed; choose one of smooth_l1, l2"),
         ("coconut", {"reset_optimizer_every": "step"}, "reset_optimizer_every 'step' is not allowed"),
     ],
 )
 def test_bad_latent_options_get_one_sentence(name, options, message):
     with pytest.raises(ValueError, match=message):
         build_schedule(name, options)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"distill_loss_type": "kl"}, "distill_loss_type 'kl' is not allowed; choose one of smooth_l1, l2"),
+        ({"prj_dropout": 1.0}, r"prj_dropout 1.0 is not allowed; it must be in \[0, 1\)"),
+    ],
+)
+def test_bad_method_options_get_one_sentence(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        config(tmp_path, schedule="codi", **options)
+    assert not (tmp_path / "run").exists()
 
 
 # -- training, saving, generation ----------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""Coconut (Hao et al. 2024, "Training Large Language Models to Reason in a Continuous Latent Space",
+``facebookresearch/coconut``, its ``coconut.py`` and ``run.py``): the CoT's first reasoning steps give way, stage by
+stage, to continuous thoughts, each the last hidden state fed back as the next input embedding.
+
+The stages — which steps an example loses and how many latent slots stand in their place, the optimizer resets, the
+start stage — are the plan of :class:`hf_icot.curriculum.latent.Coconut`. This method renders each example at that
+plan, and its loss is the cross entropy of the latent sequence's labels: the remaining CoT steps, ``<eos>``,
+``#### answer <eos>`` (never the question, the markers or the slots), as its ``Coconut.forward``.
+
+Its option ``latent_token_init`` copies a named token's input-embedding and output rows into the three latent markers'
+before training, as its ``run.py`` copies ``<<``'s; unset, the markers keep transformers' mean initialisation (drawn
+when the tokenizer was widened). Where its format and this toolkit's differ, these choices are ours: a reasoning step
+is one entry of the data's ``cot`` list, and its ``### answer`` is our ``#### answer``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from hf_icot.curriculum.base import option
+from hf_icot.curriculum.layout import LATENT_TOKENS
+from hf_icot.methods.base import MethodConfig
+from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy
+from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states
+
+
+@dataclass
+class CoconutConfig(MethodConfig):
+    """Coconut's options beside its curriculum's."""
+
+    latent_token_init: str | None = option(
+        None,
+        "Initialise the latent markers' embedding and output rows from this token's before training (Coconut's code "
+        "copies '<<'); unset: transformers' mean initialisation.",
+    )
+
+
+def coconut_loss(
+    lm: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+    latent_id: int,
+    **unused: Any,
+) -> LatentOutput:
+    """The mean cross entropy of a latent micro-batch's labels, the thoughts fed back."""
+    hidden, _, _ = latent_hidden_states(lm, input_ids, attention_mask, position_ids, latent_id)
+    return LatentOutput(loss=labelled_cross_entropy(lm, hidden, labels))
+
+
+def copy_token_rows(model: Any, tokenizer: Any, source: str, targets: tuple[str, ...]) -> None:
+    """Give each of ``targets`` the input-embedding row and output-layer row of the token ``source`` (one copy where
+    the two are tied).
+
+    Raises:
+        ValueError: ``source`` not a single token of the tokenizer's vocabulary.
+    """
+    vocabulary = tokenizer.get_vocab()
+    if source not in vocabulary:
+        raise ValueError(
+            f"latent_token_init {source!r} is not a token of the tokenizer's vocabulary; give one of its tokens "
+            "(Coconut's GPT-2 runs use '<<'), or leave it unset."
+        )
+    lm = causal_lm_of(model)
+    rows = [vocabulary[token] for token in targets]
+    with torch.no_grad():
+        for weight in {
+            id(w): w for w in (lm.get_input_embeddings().weight, lm.get_output_embeddings().weight)
+        }.values():
+            weight[rows] = weight[vocabulary[source]].clone()
+
+
+class CoconutMethod(LatentMethod):
+    """Coconut on :class:`hf_icot.training.trainer.ICoTTrainer` (see the module docstring)."""
+
+    schedules: ClassVar[tuple[str, ...]] = ("coconut",)
+    config_class: ClassVar[type[MethodConfig]] = CoconutConfig
+    config: CoconutConfig
+
+    def prepare_model(self, model: Any, tokenizer: Any, seed: int, max_cot_steps: int | None) -> None:
+        """As :meth:`LatentMethod.prepare_model`, after refusing a ``max_latent_stage`` beyond the longest CoT and
+        copying ``latent_token_init``'s rows.
+
+        Raises:
+            ValueError: those, a model that cannot take latent thoughts, or a tokenizer without the markers.
+        """
+        self.schedule.check_longest_cot(max_cot_steps)
+        if self.config.latent_token_init is not None:
+            copy_token_rows(model, tokenizer, self.config.latent_token_init, LATENT_TOKENS)
+        super().prepare_model(model, tokenizer, seed, max_cot_steps)
+
+    def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
+        return coconut_loss(lm, latent_id=latent_id, **batch)

@@ -1,0 +1,167 @@
+"""CODI (Shen et al. 2025, "Compressing Chain-of-Thought into Continuous Space via Self-Distillation",
+``zhenyi4/codi``, its ``src/model.py``): one model trained at once as a CoT teacher and a latent student.
+
+Every example is rendered twice: the student sequence (question, ``num_latent`` continuous thoughts, answer; the plan of
+:class:`hf_icot.curriculum.latent.CODI`) and the teacher sequence ``question <eos> cot <eos> #### answer <eos>``
+(without its last CoT step unless ``include_last_cot``), labelled after the first ``<eos>``. The loss is
+``student_ce + distill_loss_factor × distill + ref_loss_factor × teacher_ce``; the distillation compares, at the token
+before the answer, the student's hidden states of every layer (embeddings first) with the teacher's, detached: smooth
+L1 or MSE averaged over the batch and hidden size, per layer optionally divided by the teacher's std there (twice for
+l2, as CODI does), then averaged over the layers. CODI runs its teacher twice, once without gradient for the targets
+and once with it for the cross entropy; here one pass serves both (the targets detached), which is the same
+computation whenever dropout is off, and with dropout shares one mask.
+
+Each fed-back thought optionally goes through CODI's projection (``use_prj``:
+:class:`~hf_icot.methods.latent_forward.LatentProjection`), drawn from the run's seed, saved beside every model and
+checkpoint as ``latent_projection.safetensors`` and read back on resume.
+
+Where CODI's code and this toolkit's format differ, these choices are ours: its "The answer is:" is our ``####``
+(distilled at its last token); its ``<bot>`` / ``<eot>`` are our ``<|start-latent|>`` / ``<|end-latent|>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from hf_icot.curriculum.base import check_at_least, option
+from hf_icot.curriculum.layout import check_choice
+from hf_icot.methods.base import MethodConfig
+from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy
+from hf_icot.methods.latent_batches import padded_rows, step_token_counts
+from hf_icot.methods.latent_forward import (
+    LatentProjection,
+    attach_projection,
+    causal_lm_of,
+    latent_hidden_states,
+    load_projection,
+    projection_of,
+    save_projection,
+)
+
+DISTILL_LOSSES = ("smooth_l1", "l2")
+#: The keys of the teacher half of a batch (the student half has the usual ``input_ids``, ``labels``, …).
+TEACHER_KEYS = ("teacher_input_ids", "teacher_attention_mask", "teacher_labels", "teacher_answer_positions")
+
+
+@dataclass
+class CODIConfig(MethodConfig):
+    """CODI's options, named as its ``TrainingArguments`` names them (their defaults are its dataclass's)."""
+
+    use_prj: bool = option(
+        False,
+        "Pass each thought through a projection (Dropout, Linear, GELU, Linear, LayerNorm) before feeding it.",
+    )
+    prj_dim: int | None = option(None, "The projection's hidden width (unset: the model's hidden size).")
+    prj_dropout: float = option(0.0, "The projection's dropout.")
+    prj_no_ln: bool = option(False, "Leave the LayerNorm out of the projection.")
+    distill_loss_type: str = option("smooth_l1", "The distillation loss, smooth_l1 or l2.", choices=DISTILL_LOSSES)
+    distill_loss_factor: float = option(1.0, "Weight of the distillation loss.")
+    distill_loss_div_std: bool = option(False, "Divide the distillation loss by the teacher's std (l2: twice).")
+    ref_loss_factor: float = option(1.0, "Weight of the teacher's cross entropy.")
+    include_last_cot: bool = option(False, "Keep the last CoT step in the teacher's CoT (CODI drops it).")
+
+    def __post_init__(self) -> None:
+        check_at_least("prj_dim", self.prj_dim, 1)
+        if not 0.0 <= self.prj_dropout < 1.0:
+            raise ValueError(f"prj_dropout {self.prj_dropout} is not allowed; it must be in [0, 1).")
+        check_choice("distill_loss_type", self.distill_loss_type, DISTILL_LOSSES)
+        check_at_least("distill_loss_factor", self.distill_loss_factor, 0)
+        check_at_least("ref_loss_factor", self.ref_loss_factor, 0)
+
+    def teacher_steps(self, n_steps: int) -> int:
+        """How many of an example's ``n_steps`` CoT steps the teacher sequence keeps (CODI drops the last)."""
+        return n_steps if self.include_last_cot else max(n_steps - 1, 0)
+
+
+def _selected(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``(B, H)``: each row's state at its position."""
+    return states[torch.arange(states.shape[0], device=states.device), positions.to(states.device)]
+
+
+def codi_loss(
+    lm: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+    answer_positions: torch.Tensor,
+    teacher_input_ids: torch.Tensor,
+    teacher_attention_mask: torch.Tensor,
+    teacher_labels: torch.Tensor,
+    teacher_answer_positions: torch.Tensor,
+    latent_id: int,
+    config: CODIConfig,
+    **unused: Any,
+) -> LatentOutput:
+    """CODI's loss on one micro-batch (student half, teacher half: :data:`TEACHER_KEYS`), its three terms beside it."""
+    teacher = lm.get_decoder()(
+        input_ids=teacher_input_ids, attention_mask=teacher_attention_mask, output_hidden_states=True
+    )
+    teacher_ce = labelled_cross_entropy(lm, teacher.last_hidden_state, teacher_labels)
+    hidden, layers, _ = latent_hidden_states(
+        lm, input_ids, attention_mask, position_ids, latent_id, projection_of(lm), all_layers=True
+    )
+    student_ce = labelled_cross_entropy(lm, hidden, labels)
+    # The last pass starts at the last latent column (or at 0 without latent slots): its states are indexed from there.
+    first = hidden.shape[1] - layers[0].shape[1]
+    l2 = config.distill_loss_type == "l2"
+    distill_fn = torch.nn.functional.mse_loss if l2 else torch.nn.functional.smooth_l1_loss
+    distill = 0.0
+    for student_layer, teacher_layer in zip(layers, teacher.hidden_states):
+        target = _selected(teacher_layer, teacher_answer_positions).detach()  # (B, H)
+        term = distill_fn(_selected(student_layer, answer_positions - first), target)
+        if config.distill_loss_div_std:
+            term = term / target.std() ** (2 if l2 else 1)
+        distill = distill + term
+    distill = distill / len(layers)
+    loss = student_ce + config.distill_loss_factor * distill + config.ref_loss_factor * teacher_ce
+    return LatentOutput(
+        loss=loss, student_ce=student_ce.detach(), distill=distill.detach(), teacher_ce=teacher_ce.detach()
+    )
+
+
+class CODIMethod(LatentMethod):
+    """CODI on :class:`hf_icot.training.trainer.ICoTTrainer` (see the module docstring); its three terms join the
+    training logs as ``codi/student_ce``, ``codi/distill``, ``codi/teacher_ce``."""
+
+    schedules: ClassVar[tuple[str, ...]] = ("codi",)
+    config_class: ClassVar[type[MethodConfig]] = CODIConfig
+    logged_terms: ClassVar[tuple[str, ...]] = ("student_ce", "distill", "teacher_ce")
+    config: CODIConfig
+
+    def attach_modules(self, model: Any, seed: int) -> None:
+        if not self.config.use_prj or projection_of(model) is not None:
+            return
+        hidden = causal_lm_of(model).get_input_embeddings().weight.shape[-1]
+        with torch.random.fork_rng(devices=[]):  # the same projection for the same seed, whatever ran before
+            torch.manual_seed(seed)
+            projection = LatentProjection(
+                hidden, self.config.prj_dim or hidden, self.config.prj_dropout, not self.config.prj_no_ln
+            )
+        attach_projection(model, projection)
+
+    def extra_batch(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        """The teacher half: ``question <eos> cot <eos> #### answer <eos>``, right-padded, labelled after the first
+        ``<eos>``."""
+        rows, firsts = [], []
+        eos = self.renderer.eos
+        for example in examples:
+            keep = self.config.teacher_steps(example["n_cot_steps"])
+            cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
+            rows.append([*example["question_ids"], eos, *cot, eos, *example["answer_ids"], eos])
+            firsts.append(len(example["question_ids"]) + 1)
+        batch = padded_rows(self.renderer, rows, firsts)
+        return {f"teacher_{key}": batch[key] for key in ("input_ids", "attention_mask", "labels", "answer_positions")}
+
+    def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
+        return codi_loss(lm, latent_id=latent_id, config=self.config, **batch)
+
+    def save_files(self, model: Any, folder: str) -> None:
+        save_projection(model, folder)
+
+    def load_files(self, model: Any, folder: str) -> None:
+        load_projection(folder, model)

@@ -1,0 +1,99 @@
+"""What the continuous-thought methods share (:mod:`hf_icot.methods.coconut`, :mod:`hf_icot.methods.codi`): a
+:class:`LatentMethod` checks that the model can take latent thoughts, renders each example at its schedule's
+:class:`~hf_icot.curriculum.latent.LatentPlan` (:class:`~hf_icot.methods.latent_batches.LatentRenderer`), and gives
+the model a forward that computes the method's whole loss in the one call DDP expects
+(:func:`~hf_icot.methods.latent_forward.enable_latent_forward`).
+
+A method's loss is a mean over the micro-batch (the public codes' ``CrossEntropyLoss()``), which the trainer divides by
+the gradient-accumulation steps as those codes do. Logits are computed only at the labelled positions (the output layer
+on the gathered hidden states: the same cross entropy as on every position's logits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from transformers.utils import ModelOutput
+
+from hf_icot.methods.base import Method
+from hf_icot.methods.latent_batches import LatentRenderer
+from hf_icot.methods.latent_forward import causal_lm_of, check_latent_model, enable_latent_forward
+from hf_icot.modeling.labelled_logits import causal_lm_loss, predicting_positions
+
+
+@dataclass
+class LatentOutput(ModelOutput):
+    """The loss, and a method's named terms (unweighted, detached) where it has them (CODI's three)."""
+
+    loss: torch.Tensor | None = None
+    student_ce: torch.Tensor | None = None
+    distill: torch.Tensor | None = None
+    teacher_ce: torch.Tensor | None = None
+
+
+def labelled_cross_entropy(lm: Any, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The mean cross entropy of ``labels`` from the last hidden states ``(B, T, H)``, logits at labelled positions."""
+    positions = predicting_positions(labels)  # (B, T)
+    logits = lm.get_output_embeddings()(hidden[positions])  # (N, V)
+    return causal_lm_loss(logits, labels, positions)
+
+
+class LatentMethod(Method):
+    """A continuous-thought method: subclasses give :meth:`loss` and may add modules (:meth:`attach_modules`), batch
+    keys (:meth:`extra_batch`) and logged terms (:attr:`logged_terms`)."""
+
+    latent: ClassVar[bool] = True
+    #: Output fields averaged between two training logs, logged as ``<method>/<term>``.
+    logged_terms: ClassVar[tuple[str, ...]] = ()
+    renderer: LatentRenderer | None = None
+
+    def prepare_model(self, model: Any, tokenizer: Any, seed: int, max_cot_steps: int | None) -> None:
+        """Check the model, attach the method's modules and give it its latent forward.
+
+        Raises:
+            ValueError: a model family that cannot take latent thoughts, or a tokenizer without the latent markers.
+        """
+        lm = causal_lm_of(model)
+        check_latent_model(lm)
+        self.renderer = self.make_renderer(tokenizer)
+        self.attach_modules(model, seed)
+        latent_id = self.renderer.tokens.latent
+        enable_latent_forward(model, lambda lm, **batch: self.loss(lm, latent_id=latent_id, **batch))
+        self._terms: dict[str, list[float]] = {}
+
+    def make_renderer(self, tokenizer: Any) -> LatentRenderer:
+        """The renderer of this method's sequences."""
+        return LatentRenderer(tokenizer)
+
+    def attach_modules(self, model: Any, seed: int) -> None:
+        """Hang the method's own modules on the model (drawn from ``seed``); none here."""
+
+    def render(self, examples, step, training, collator):
+        n_steps = [example["n_cot_steps"] for example in examples]
+        ids = [example["example_id"] for example in examples]
+        plans = self.schedule.latent_plans(step, ids, n_steps, training)
+        batch, kept = self.renderer.render(examples, plans)
+        batch.update(self.extra_batch(examples))
+        return batch, kept
+
+    def extra_batch(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        """Tensors the loss reads beside the latent sequence (CODI's teacher); none here."""
+        return {}
+
+    def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
+        """The method's loss on one rendered micro-batch, computed inside the model's forward."""
+        raise NotImplementedError
+
+    def compute_loss(self, model, inputs):
+        outputs = model(**inputs, icot_latent=True)
+        if model.training:
+            for name in self.logged_terms:
+                self._terms.setdefault(name, []).append(float(outputs[name]))
+        return outputs
+
+    def logs(self) -> dict[str, float]:
+        terms, self._terms = getattr(self, "_terms", {}), {}
+        return {f"{self.name}/{name}": sum(values) / len(values) for name, values in terms.items() if values}

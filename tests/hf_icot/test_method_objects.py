@@ -1,0 +1,112 @@
+"""Methods as objects: the registry, each method's options through ICoTConfig, no method named outside its own file,
+and the Coconut protocol's pieces (unconditional per-epoch resets, a start stage, marker rows from a named token)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_icot.curriculum import build_schedule
+from hf_icot.curriculum.layout import LATENT_TOKENS
+from hf_icot.data.tokenization import build_word_level_tokenizer
+from hf_icot.methods import METHODS, Method, method_class, method_options
+from hf_icot.methods.coconut import CoconutMethod
+from hf_icot.methods.codi import CODIConfig, CODIMethod
+from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
+from hf_icot.training.trainer import ICoTTrainer
+from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
+
+PACKAGE = Path(__file__).resolve().parents[2] / "hf_icot"
+
+
+def config(tmp_path, **overrides):
+    values = dict(
+        output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, learning_rate=3e-3, report_to="none",
+        use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, logging_steps=3,
+    )  # fmt: skip
+    values.update(overrides)
+    return ICoTConfig(**values)
+
+
+@pytest.fixture(scope="module")
+def task():
+    train, test = counting_examples(length=6, n_test=16)
+    return train, test, build_word_level_tokenizer([train, test], extra_tokens=[*LATENT_TOKENS, "<<"])
+
+
+def test_the_registry_names_each_method_by_its_schedule_and_token_removal_runs_the_rest(tmp_path):
+    assert METHODS == {"coconut": CoconutMethod, "codi": CODIMethod}
+    assert method_class("stepwise") is Method and method_class("log_icot") is Method
+    args = config(tmp_path, schedule="codi", use_prj=True, prj_dim=8, distill_loss_factor="2", num_latent=3)
+    method = method_from_config(args, schedule_from_config(args))
+    assert isinstance(method, CODIMethod) and method.config == CODIConfig(
+        use_prj=True, prj_dim=8, distill_loss_factor=2.0
+    )
+    assert method.schedule.num_latent == 3 and method.latent
+    assert not method_from_config(config(tmp_path), schedule_from_config(config(tmp_path))).latent
+    # Each option is declared once, on its method's config, and says which method reads it.
+    assert method_options()["use_prj"].help.startswith("codi: ")
+    assert method_options()["latent_token_init"].help.startswith("coconut: ")
+
+
+def test_no_method_is_named_by_type_outside_its_own_file():
+    """The trainer, the collator and the losses call a method's hooks; only a method's own file knows its class."""
+    names = {"Coconut", "CODI", "CoconutMethod", "CODIMethod", "LatentSchedule", "LatentMethod"}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                kinds = node.args[1]
+                kinds = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+                found += [f"{path.name}: {k.id}" for k in kinds if getattr(k, "id", None) in names]
+    assert found == []
+
+
+def test_coconut_resets_its_optimizer_at_every_epoch_boundary_whatever_the_cot(task, tmp_path):
+    """Coconut's run.py rebuilds AdamW at every epoch: E epochs, E - 1 resets, also once no CoT is left (stages 2-4
+    here keep none); epoch_while_cot is the stepwise reference's rule, which skips those."""
+    torch.set_num_threads(1)
+    train, _, tokenizer = task
+    resets = {}
+    for every in ("epoch", "epoch_while_cot"):
+        model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+        args = config(tmp_path / every, schedule="coconut", max_latent_stage=1, num_train_epochs=5,
+                      reset_optimizer_every=every, per_device_train_batch_size=24)  # fmt: skip
+        trainer = ICoTTrainer(model=model, args=args, train_dataset=train, processing_class=tokenizer)
+        trainer.train()
+        resets[every] = trainer.optimizer_resets
+        logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+        assert logs[-1]["cot/kept_tokens_mean"] == 0.0
+    assert resets == {"epoch": 4, "epoch_while_cot": 2}
+
+
+def test_coconut_starts_at_a_given_stage_and_refuses_one_past_the_last(task, tmp_path):
+    schedule = build_schedule("coconut", {"start_stage": 2, "epochs_per_stage": 3, "c_thought": 2})
+    schedule.bind(10, max_cot_steps=6)
+    assert [schedule.stage(step) for step in (0, 29, 30, 60)] == [2, 2, 3, 4]
+    assert schedule.latent_plans(0, [0], [6])[0].n_latent == 4  # stage 2 from the first step: 2 steps × c = 2
+    with pytest.raises(ValueError, match=r"start_stage 5 is past the last stage 4 \(max_latent_stage 3"):
+        build_schedule("coconut", {"start_stage": 5, "max_latent_stage": 3})
+    train, _, tokenizer = task  # the longest CoT (6 steps) bounds it where max_latent_stage is unset
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    with pytest.raises(ValueError, match=r"start_stage 8 is past the last stage 7 \(max_latent_stage 6"):
+        ICoTTrainer(model=model, args=config(tmp_path, schedule="coconut", start_stage=8), train_dataset=train,
+                    processing_class=tokenizer)  # fmt: skip
+    assert not (tmp_path / "run").exists()
+
+
+def test_coconut_copies_a_named_tokens_rows_into_the_latent_markers(task, tmp_path):
+    train, _, tokenizer = task
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    source, markers = tokenizer.convert_tokens_to_ids("<<"), tokenizer.convert_tokens_to_ids(list(LATENT_TOKENS))
+    assert not torch.equal(
+        model.get_input_embeddings().weight[markers[0]], model.get_input_embeddings().weight[source]
+    )
+    ICoTTrainer(model=model, args=config(tmp_path, schedule="coconut", latent_token_init="<<"), train_dataset=train,
+                processing_class=tokenizer)  # fmt: skip
+    for weight in (model.get_input_embeddings().weight, model.get_output_embeddings().weight):
+        assert all(torch.equal(weight[marker], weight[source]) for marker in markers)
+    with pytest.raises(ValueError, match=r"latent_token_init '<<<' is not a token of the tokenizer's vocabulary"):
+        ICoTTrainer(model=model, args=config(tmp_path, schedule="coconut", latent_token_init="<<<"),
+                    train_dataset=train, processing_class=tokenizer)  # fmt: skip
