@@ -121,7 +121,8 @@ def load_model_and_tokenizer(
             max_hint_length=longest_hint(layout, dataset["train"]),
             extra_tokens=LATENT_TOKENS if layout.latent else (),
         )
-        return AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer)), tokenizer
+        model = AutoModelForCausalLM.from_config(scratch_config(args.scratch_model, tokenizer))
+        return _in_dtype(model, args), tokenizer
     model, tokenizer = _load_pretrained(args)
     check_words(dataset, tokenizer)  # a fixed word vocabulary would turn an unknown word into <unk>
     prepare_tokenizer_for_icot(
@@ -131,7 +132,14 @@ def load_model_and_tokenizer(
         use_placeholder=layout.uses_placeholder,
         latent=layout.latent,
     )
-    return model, tokenizer
+    return _in_dtype(model, args), tokenizer
+
+
+def _in_dtype(model: Any, args: ModelArguments) -> Any:
+    """``model`` with its weights in ``args.dtype`` (unset: as it is)."""
+    import torch
+
+    return model if getattr(args, "dtype", None) is None else model.to(getattr(torch, args.dtype))
 
 
 def _load_pretrained(args: ModelArguments) -> tuple[Any, Any]:

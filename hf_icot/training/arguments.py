@@ -64,6 +64,10 @@ class ScriptArguments:
                 raise ValueError(f"--{name} {value} is not allowed; it must be >= 1.")
 
 
+#: The dtypes ``--dtype`` takes.
+MODEL_DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclass
 class ModelArguments:
     """Which model: a pretrained causal LM (Hub id or folder) or one built from scratch, and its LoRA adapter."""
@@ -114,6 +118,15 @@ class ModelArguments:
             "the reference does for --truncation beyond 1,024; unset: keep the model's."
         },
     )
+    dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hold the model's weights (and so the optimizer's state) in this dtype: float32, bfloat16 or "
+            "float16 (CODI's scripts train bfloat16 weights); unset: as loaded (float32 from scratch). Not --bf16, "
+            "which autocasts over the weights' own dtype.",
+            "choices": list(MODEL_DTYPES),
+        },
+    )
 
     def __post_init__(self) -> None:
         self.scratch_model = parse_mapping("scratch_model", self.scratch_model)
@@ -125,6 +138,8 @@ class ModelArguments:
             raise ValueError(f"--n_positions {self.n_positions} is not allowed; it must be >= 1.")
         if self.lora_r < 1:
             raise ValueError(f"--lora_r {self.lora_r} is not allowed; it must be >= 1.")
+        if self.dtype is not None and self.dtype not in MODEL_DTYPES:
+            raise ValueError(f"--dtype {self.dtype!r} is not allowed; choose one of {', '.join(MODEL_DTYPES)}.")
         if not 0 <= self.lora_dropout < 1:
             raise ValueError(f"--lora_dropout {self.lora_dropout} is not allowed; it must be in [0, 1).")
 
