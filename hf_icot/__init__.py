@@ -6,12 +6,14 @@ The rooms, bottom up (each imports only those below it):
 * :mod:`hf_icot.locations` — whether a name is a Hub repo id or a local folder (loading and publishing share it);
 * :mod:`hf_icot.curriculum` — the schedules and the sequence layout (pure Python);
 * :mod:`hf_icot.data` — loading, the encoding rules, the collator, tokenizers;
-* :mod:`hf_icot.modeling` — loading models and tokenizers, sizing, the theory models;
+* :mod:`hf_icot.modeling` — loading models and tokenizers, sizing, logits and loss where labels are;
+* :mod:`hf_icot.methods` — the continuous-thought methods (Coconut, CODI): latent forward, losses, generation;
 * :mod:`hf_icot.evaluation` — generation, exact match, teacher-forced accuracy;
 * :mod:`hf_icot.publishing` — saving, the Hub, model cards;
 * :mod:`hf_icot.training` — configuration and command line, ``ICoTTrainer``, run folders, a recipe's set-up;
 * :mod:`hf_icot.diagnostics` — learning-dynamics measurements as callbacks;
-* :mod:`hf_icot.studies` — the study harness: sweeps, seeds, the claims ledger.
+* :mod:`hf_icot.studies` — the study harness for your own sweeps: runs, seeds, Slurm export, the claims ledger,
+  the results kit.
 
 ``from hf_icot import ICoTTrainer, ICoTConfig`` works; importing ``hf_icot`` itself does not load torch.
 """

@@ -2,7 +2,7 @@
 
 Examples (from the repository root)::
 
-    # quickstart on one CPU: a tiny GPT-2-architecture model from scratch on 4-sparse parity, 4-13 minutes on 2 cores
+    # quickstart on one CPU: a tiny GPT-2-architecture model from scratch on 4-sparse parity, 2-5 minutes on 2 cores
     accelerate launch --config_file recipes/accelerate/cpu.yaml recipes/icot_gpt2.py \\
         --config recipes/configs/quickstart.yaml
     # the reference setting: GPT-2 small, 4x4 multiplication (one GPU), then 8 GPUs with DDP

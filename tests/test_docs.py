@@ -108,4 +108,7 @@ def test_the_readme_links_the_docs_and_stays_a_front_page() -> None:
                  "docs/benchmarks.md", "results/CLAIMS.md", "bench/README.md", "CHANGELOG.md"):  # fmt: skip
         assert f"]({page})" in readme, page
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
-    assert ci in readme.splitlines()[6], "`.ci/run` runs exactly the README's test command"
+    title, blank, sentence = readme.splitlines()[:3]
+    assert title == "# hf_icot" and not blank and sentence.startswith("hf_icot is "), "one sentence under the title"
+    commands = _blocks(readme, "bash")[0].splitlines()
+    assert ci in commands and commands.index(ci) == 3, "`.ci/run` runs exactly the README's test command (command 2)"

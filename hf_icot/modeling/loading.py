@@ -36,13 +36,14 @@ def longest_hint(layout: SequenceLayout, train: Sequence[Mapping[str, Any]], tok
 
 
 def _is_causal_lm(model_type: str) -> bool:
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    """Whether ``model_type`` has a causal LM head: one of transformers' own, or a model registered with
+    ``AutoModelForCausalLM`` (as the parity study's theory models are when ``results.parity.theory`` is imported)."""
+    from transformers import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    from hf_icot.modeling.theory import (
-        CAUSAL_LM_TYPES,  # importing it registers the theory models with the Auto classes
-    )
-
-    return model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES or model_type in CAUSAL_LM_TYPES
+    if model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        return True
+    return model_type in CONFIG_MAPPING and CONFIG_MAPPING[model_type] in MODEL_FOR_CAUSAL_LM_MAPPING
 
 
 def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
@@ -54,8 +55,6 @@ def scratch_config(fields: Mapping[str, Any], tokenizer: Any) -> Any:
             one the tokenizer sets (``vocab_size`` and the special-token ids).
     """
     from transformers import CONFIG_MAPPING, PretrainedConfig
-
-    import hf_icot.modeling.theory  # noqa: F401  (registers the theory models with the Auto classes)
 
     fields = dict(fields)
     family = fields.pop("model_type", DEFAULT_SCRATCH_FAMILY)

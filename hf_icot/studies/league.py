@@ -3,8 +3,9 @@ results/mult_cpu/ on its own tasks), read from the harness's records into one ro
 seeds, the league's table and its curves. A study's ``make_results.py`` adds its own claims and rules.
 
 * records: :func:`load_runs` (``sweep.json``, ``training_log.json``, ``eval_results.json`` of each run, read by
-  :func:`read_record`, which results/methods/ reads its records with too), what the table calls a curriculum
-  (:func:`label`, :data:`LABELS`; ``stepwise<P>`` a fixed pace of P steps per token) and its kind (:func:`family`);
+  :func:`read_record`, which results/methods/ reads its records with too), what the table calls a curriculum named by
+  the league's rules (:func:`label`: ``stepwise<P>`` a fixed pace of P steps per token, ``e2e`` end to end; a study
+  passes its own words for its other names to :func:`table_rows` and :func:`plot`) and its kind (:func:`family`);
 * per run: :func:`curve` (exact match without CoT against training examples seen), :func:`examples_to` (the examples
   seen at the first measurement >= :data:`BAR`), :func:`cot_gone_at`, :func:`final_test`;
 * per (task, curriculum): :func:`points`, :func:`table_rows` (the table's cells) and :func:`plot`
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,16 +39,8 @@ from hf_icot.studies.sweep import RECORD_FILE
 
 #: the bar a curriculum's exact match without CoT is timed to
 BAR = 0.9
-LABELS = {  # curriculum name (runs.yaml) -> what the table calls it; stepwise<P> is a fixed pace of P steps per token
-    "staged_left": "staged, from the left",
-    "staged_right": "staged, from the right",
-    "staged_inductive": "staged, inductive (keep every s-th state)",
-    "log_icot": "Log-ICoT (one level per stage)",
-    "mixture_hints": "mixture with length hints (hint 0)",
-    "adaptive_answer": "adaptive pace (answer-token accuracy)",
-    "adaptive_sequence": "adaptive pace (whole-sequence accuracy)",
-    "e2e": "end to end (no CoT ever)",
-}
+#: what the table calls the end-to-end baseline (``e2e``, ``e2e_<variant>``)
+END_TO_END = "end to end (no CoT ever)"
 PACE = re.compile(r"^stepwise(?P<steps>\d+)(?:_(?P<variant>.+))?$")
 
 
@@ -90,15 +83,19 @@ def mode(run: dict) -> str:
 
 
 def label(curriculum: str) -> str:
-    """What the table calls a curriculum: ``stepwise<P>[_<variant>]`` is a fixed pace of P steps per token (the
-    variant, e.g. ``nodropout`` in results/mult_cpu/, in parentheses)."""
+    """What the table calls a curriculum by the league's naming rules: ``stepwise<P>[_<variant>]`` is a fixed pace of
+    P steps per token (the variant, e.g. ``nodropout`` in results/mult_cpu/, in parentheses), ``e2e[_<variant>]`` the
+    end-to-end baseline (e.g. ``e2e_budget16k``: at another budget); any other name is itself (a study gives its own
+    words through ``label=`` of :func:`table_rows` and :func:`plot`)."""
     pace = PACE.match(curriculum)
     if pace:
         variant = f" ({pace['variant']})" if pace["variant"] else ""
         return f"stepwise, fixed pace of {int(pace['steps'])} steps / token{variant}"
-    if curriculum.startswith("e2e_"):  # end to end at another budget, e.g. e2e_budget16k in results/mult_cpu/
-        return f"{LABELS['e2e']} ({curriculum[len('e2e_') :]})"
-    return LABELS.get(curriculum, curriculum)
+    if curriculum == "e2e":
+        return END_TO_END
+    if curriculum.startswith("e2e_"):
+        return f"{END_TO_END} ({curriculum[len('e2e_') :]})"
+    return curriculum
 
 
 def family(curriculum: str) -> str:
@@ -162,7 +159,9 @@ def _cell(summary: Summary | None, digits: int) -> str:
     return "" if summary is None else summary.text(digits)
 
 
-def table_rows(rows: list[dict]) -> list[dict]:
+def table_rows(rows: list[dict], label: Callable[[str], str] = label) -> list[dict]:
+    """The table's cells, one row per (task, curriculum) of ``rows`` (:func:`points`), the curriculum named by
+    ``label`` (the study's words; the league's rules by default)."""
     out = []
     for row in rows:
         n = len(row["runs"])
@@ -203,9 +202,9 @@ def mean_curve(axis: Any, curves: list[list[tuple[float, float]]], index: int, l
     return True
 
 
-def plot(rows: list[dict], out: Path, titles: Mapping[str, str]) -> list[Path]:
-    """``curves_<task>.png`` in ``out`` per task of ``rows``, titled by ``titles`` (task -> what it is); returns
-    their paths."""
+def plot(rows: list[dict], out: Path, titles: Mapping[str, str], label: Callable[[str], str] = label) -> list[Path]:
+    """``curves_<task>.png`` in ``out`` per task of ``rows``, titled by ``titles`` (task -> what it is), each
+    curriculum named by ``label`` (as in :func:`table_rows`); returns their paths."""
     plt = pyplot()
     written = []
     for task in dict.fromkeys(row["task"] for row in rows):

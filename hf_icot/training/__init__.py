@@ -14,7 +14,6 @@
 * :mod:`~hf_icot.training.run_folder` — which checkpoints are complete, whether a run would write over another;
 * :mod:`~hf_icot.training.outputs` — per-stage and final evaluation, saving, card, push;
 * :mod:`~hf_icot.training.selection` — the reference's best-epoch selection;
-* :mod:`~hf_icot.training.parity_mlp_trainer` — the parity study's mixture MLP under the plain ``Trainer``;
 * :mod:`~hf_icot.training.runtime` — CPU threads under ``accelerate launch``, logging from callbacks;
 * :mod:`~hf_icot.training.recipe` — :class:`RecipeRun`, the steps every recipe repeats.
 

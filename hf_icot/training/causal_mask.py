@@ -7,7 +7,7 @@ leaves its ``is_causal`` path (~3 ms of each attention call for the 4x4 referenc
 reference's own script trains. :func:`needless_attention_mask` says when a batch's mask can go; everything else keeps
 it: left padding or a hole (a masked token before a real one), a label on a masked token, ``position_ids`` (without
 a mask, transformers reads a jump in them — ``keep_position`` — as the start of another packed sequence), and a model
-that is not one of transformers' causal LMs (the theory models read the mask themselves).
+that is not one of transformers' causal LMs (the parity study's theory models read the mask themselves).
 
 The placeholders of fill ``pad`` are real tokens the model attends to (mask 1), so such a batch loses its mask too.
 """

@@ -22,7 +22,8 @@ hint 0, so its "implicit" figures are those of the ``hint=0`` mode. It writes
   ``<!-- begin table -->`` and ``<!-- end table -->``; the prose around it is written by hand).
 
 The league's reading of the records, its table and its curves are :mod:`hf_icot.studies.league` (results/mult_cpu/
-reads its own runs with it); this script adds the screen, the ratios and the rules of L1 and L2.
+reads its own runs with it); this script adds what its table calls each curriculum (:data:`LABELS`), the screen, the
+ratios and the rules of L1 and L2.
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ from hf_icot.studies.league import (
     arguments_and_runs,
     family,
     final_test,
-    label,
     plot,
     points,
     table_rows,
 )
+from hf_icot.studies.league import label as league_label
 from hf_icot.studies.report import RUN_NAME, fill_section, unrecorded_runs, write_table
 from hf_icot.studies.statistics import difference
 
@@ -54,6 +55,21 @@ TASKS = {
     "mult3x3": "3x3 multiplication",
     "mult4x4": "4x4 multiplication",
 }
+#: curriculum name (runs.yaml) -> what this study's table calls it; the league names stepwise<P> and e2e itself
+LABELS = {
+    "staged_left": "staged, from the left",
+    "staged_right": "staged, from the right",
+    "staged_inductive": "staged, inductive (keep every s-th state)",
+    "log_icot": "Log-ICoT (one level per stage)",
+    "mixture_hints": "mixture with length hints (hint 0)",
+    "adaptive_answer": "adaptive pace (answer-token accuracy)",
+    "adaptive_sequence": "adaptive pace (whole-sequence accuracy)",
+}
+
+
+def label(curriculum: str) -> str:
+    """What the table calls a curriculum: its :data:`LABELS` entry, else the league's name for it."""
+    return LABELS.get(curriculum) or league_label(curriculum)
 
 
 def split_screened(rows: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -202,7 +218,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = points(runs)
     args.out.mkdir(parents=True, exist_ok=True)
     league, screened = split_screened(rows)
-    table = write_table(table_rows(league), args.out, "table")
+    table = write_table(table_rows(league, label), args.out, "table")
     compared = comparisons(rows)
     lines = ["Best fixed pace against the best adaptive one, examples to 90% (95% bootstrap interval over seeds):", ""]
     ratios = "\n".join(lines + [ratio_line(t, e) for t, e in compared.items()]) + "\n"
@@ -212,12 +228,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
         tasks = ", ".join(dict.fromkeys(row["task"] for row in screened))
         screen = (
             f"\nShort of {SEEDS} seeds, so not in the league table ({tasks}; the ledger says whether the seeds "
-            "run already settle the task's verdicts):\n\n" + write_table(table_rows(screened), args.out, "screen")
+            "run already settle the task's verdicts):\n\n"
+            + write_table(table_rows(screened, label), args.out, "screen")
         )
     elif (args.out / "screen.md").exists():
         (args.out / "screen.md").unlink()
         (args.out / "screen.csv").unlink(missing_ok=True)
-    written = plot(rows, args.out, TASKS)
+    written = plot(rows, args.out, TASKS, label)
     if args.readme is not None:
         curves = "\n\n".join(f"![implicit accuracy against examples, {path.stem.removeprefix('curves_')}]({path.name})"
                                for path in written)  # fmt: skip

@@ -1,1 +1,2 @@
-"""The parity study: the theory models' training script and analysis (README.md)."""
+"""The parity study: its theory models (``theory/``), the mixture MLP's trainer (``mlp_trainer``), the training script
+(``train``) and the analysis (README.md)."""

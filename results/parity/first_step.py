@@ -42,8 +42,8 @@ def node_rows(model: Any, seed: int, margin: float = 2.0) -> list[dict[str, Any]
 
     from datasets_builder import registry
     from datasets_builder.tasks.parity import secret_support
-    from hf_icot.modeling.theory.inspection import node_children
-    from hf_icot.modeling.theory.log_icot_parity import level_mask, tree_levels
+    from results.parity.theory.inspection import node_children
+    from results.parity.theory.log_icot_parity import level_mask, tree_levels
 
     config = model.config
     levels = tree_levels(config.n_bits, config.k)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
-    import hf_icot.modeling.theory  # noqa: F401  (registers the theory models)
+    import results.parity.theory  # noqa: F401  (registers the theory models)
     from hf_icot.studies.report import write_table
 
     rows = []

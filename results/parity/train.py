@@ -1,7 +1,7 @@
 """The parity theory models: Log-ICoT on the gated multi-layer transformer (A), the one-layer linear-attention model
 (B), the mixture MLP (C), their baselines, and the same curricula on a standard GPT-2 from scratch.
 
-Examples (from the repository root)::
+Examples (from the repository root; ``python -m results.parity.train`` runs the same)::
 
     # A: Log-ICoT (log2 k stages) on the gated transformer, n = 30, k = 16, four layers
     python results/parity/train.py --config results/parity/configs/parity_log_icot.yaml
@@ -14,19 +14,21 @@ Examples (from the repository root)::
 
 ``--config`` gives defaults, flags override them (``--help`` lists every option; the same flags as
 ``recipes/icot_gpt2.py``, resume included). The model is ``--scratch_model`` with a ``model_type`` of
-:mod:`hf_icot.modeling.theory` (``log_icot_parity``, ``linear_attention_parity``, ``parity_mlp``: trained by
-:mod:`hf_icot.training.parity_mlp_trainer`) or any causal LM family (``gpt2``). The theory
-models round their attention weights (:class:`hf_icot.modeling.theory.RoundingCallback`: A to integers after every
-step, B to halves at every stage end); every causal-LM run logs teacher-forced answer accuracy every ``eval_steps``
+:mod:`results.parity.theory`, the study's own models (``log_icot_parity``, ``linear_attention_parity``,
+``parity_mlp``: trained by :mod:`results.parity.mlp_trainer`), or any causal LM family (``gpt2``). The theory models
+round their attention weights (:class:`results.parity.theory.RoundingCallback`: A to integers after every step, B to
+halves at every stage end); every causal-LM run logs teacher-forced answer accuracy every ``eval_steps``
 (:mod:`hf_icot.diagnostics.answer_accuracy`). The run folder holds what ``icot_gpt2.py`` leaves plus ``stages.json``
 and, for the theory transformers, ``attention.json`` (each node's attention with every CoT position padded, its true
-children and whether it found them: :func:`hf_icot.modeling.theory.inspection.children_report`);
+children and whether it found them: :func:`results.parity.theory.inspection.children_report`);
 ``results/parity/make_results.py`` turns run folders into tables and plots.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+from pathlib import Path
 from typing import Any
 
 from hf_icot.training.arguments import ModelArguments, ScriptArguments
@@ -35,7 +37,7 @@ from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("parity")
 
-#: The record of what each node of a theory transformer attends to (hf_icot.modeling.theory.inspection).
+#: The record of what each node of a theory transformer attends to (results.parity.theory.inspection).
 ATTENTION_FILE = "attention.json"
 #: How each theory model is rounded: (grid, when).
 ROUNDING = {"log_icot_parity": (1.0, "step"), "linear_attention_parity": (0.5, "stage")}
@@ -51,12 +53,12 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     from datasets_builder.tasks.parity import secret_support
     from hf_icot.diagnostics.answer_accuracy import AnswerAccuracyCallback
     from hf_icot.modeling.loading import load_model_for_run
-    from hf_icot.modeling.theory import RoundingCallback, check_parity_data
-    from hf_icot.modeling.theory.inspection import children_report
     from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
     from hf_icot.training.config import schedule_from_config
     from hf_icot.training.recipe import RecipeRun
     from hf_icot.training.trainer import ICoTTrainer
+    from results.parity.theory import RoundingCallback, check_parity_data  # registers the models with the Auto classes
+    from results.parity.theory.inspection import children_report
 
     with RecipeRun(training_args) as run:
         schedule = schedule_from_config(training_args)
@@ -66,7 +68,7 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
         check_parity_data(model_type, model_args.scratch_model or {}, data.train)
 
         if model_type == "parity_mlp":  # not a causal LM: the plain Trainer
-            from hf_icot.training.parity_mlp_trainer import train_parity_mlp
+            from results.parity.mlp_trainer import train_parity_mlp
 
             metrics, trainer = train_parity_mlp(
                 training_args, schedule, model_args.scratch_model, data.train, data.evaluation_sets, run.resume_from
@@ -117,4 +119,8 @@ def task_params(script_args: ScriptArguments):
 
 
 if __name__ == "__main__":
+    # Run by path (python results/parity/train.py), the study's package imports from the repository root.
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:
+        sys.path.insert(1, repo)
     run_main(main, parse_args)

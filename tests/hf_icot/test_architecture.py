@@ -183,11 +183,22 @@ def test_the_public_paths_users_copy_still_work() -> None:
         hf_icot.Trainer  # noqa: B018
 
 
-def test_a_model_saved_before_the_move_loads_by_its_model_type() -> None:
-    import hf_icot.modeling.theory  # noqa: F401  (registers the theory models)
-
-    model = AutoModelForCausalLM.from_pretrained(OLD_RUN / "log_icot_parity")
-    assert type(model).__name__ == "LogICoTParityModel" and model.config.k == 4
+def test_the_wheel_imports_no_study_recipe_or_test_code() -> None:
+    """What ``pip install hf_icot`` ships (``hf_icot/``, ``datasets_builder/``) stands alone: none of its modules
+    imports from the folders the wheel leaves out (a study's own code, such as the parity theory models, lives in
+    ``results/<study>/``)."""
+    outside = ("results", "recipes", "bench", "tests")
+    found = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(REPO / "datasets_builder").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [
+                f"{path.relative_to(REPO)}:{node.lineno} imports {name}"
+                for name in names
+                if name.split(".")[0] in outside
+            ]
+    assert not found, "\n".join(found)
 
 
 def test_a_run_folder_written_before_the_move_resumes_to_the_old_runs_own_weights(tmp_path: Path) -> None:

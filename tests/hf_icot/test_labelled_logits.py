@@ -24,9 +24,9 @@ from hf_icot.modeling.loading import apply_lora, load_model_and_tokenizer
 from hf_icot.training.arguments import ModelArguments
 from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer
-from tests.hf_icot.models.test_parity_models import _args, _data, _model
 from tests.hf_icot.test_adaptive_schedule import counting_adaptive_run
 from tests.hf_icot.tiny_task import counting_examples
+from tests.results.test_parity_theory_models import _args, _data, _model
 
 VOCAB = 61
 FAMILIES = {

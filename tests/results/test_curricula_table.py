@@ -70,6 +70,10 @@ def test_the_table_reads_examples_to_90_percent_and_the_ratio(tmp_path):
     assert text["stepwise, fixed pace of 300 steps / token"]["examples to ≥ 90%"] == "1/3 seeds reached it (76,800)"
     assert text["end to end (no CoT ever)"]["examples to ≥ 90%"] == "not reached in 76,800"
     assert text["end to end (no CoT ever)"]["wall time per run"] == "100–102 s"
+    # The study names its own curricula; the league knows only its naming rules (stepwise<P>, e2e).
+    named = {row["curriculum"] for row in league.table_rows(list(rows.values()), make_results.label)}
+    assert {"mixture with length hints (hint 0)", "adaptive pace (answer-token accuracy)"} <= named
+    assert "stepwise, fixed pace of 150 steps / token" in named and league.label("mixture_hints") == "mixture_hints"
 
 
 def test_the_command_writes_the_tables_plots_and_verdicts(tmp_path):

@@ -144,8 +144,8 @@ def test_first_step_names_the_nodes_whose_children_scores_split_or_lose(tmp_path
 
     from datasets_builder import registry
     from datasets_builder.tasks.parity import secret_support
-    from hf_icot.modeling.theory.inspection import node_children
-    from hf_icot.modeling.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
+    from results.parity.theory.inspection import node_children
+    from results.parity.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
 
     model = LogICoTParityModel(LogICoTParityConfig(n_bits=8, k=4, vocab_size=8))
     support = secret_support(registry.make_params("parity", n_bits=8, k=4, seed=5, **first_step.SIZES))

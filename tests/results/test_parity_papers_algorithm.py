@@ -12,12 +12,12 @@ import torch
 from datasets_builder import build_dataset
 from datasets_builder.tasks.parity import Params, secret_support
 from hf_icot.modeling.loading import load_model_and_tokenizer
-from hf_icot.modeling.theory import RoundingCallback
-from hf_icot.modeling.theory.inspection import children_report, node_children
-from hf_icot.modeling.theory.log_icot_parity import one_step_learning_rate
 from hf_icot.training.arguments import ModelArguments
 from hf_icot.training.config import ICoTConfig, schedule_from_config
 from hf_icot.training.trainer import ICoTTrainer
+from results.parity.theory import RoundingCallback
+from results.parity.theory.inspection import children_report, node_children
+from results.parity.theory.log_icot_parity import one_step_learning_rate
 
 N, K, TRAIN = 8, 2, 192  # 256 distinct inputs: 192 to train on, 32 each to validate and test
 
@@ -83,7 +83,7 @@ def test_the_papers_config_uses_the_theory_learning_rate_and_batch() -> None:
 def test_model_b_internalizes_its_chain_solution_only_when_removed_steps_read_its_own_output() -> None:
     """The chain solution set by hand (1/2 on each step's two inputs): with every step removed it still answers when
     a removed position reads what the model computed there, and is at chance when it reads 0."""
-    from hf_icot.modeling.theory.linear_attention_parity import (
+    from results.parity.theory.linear_attention_parity import (
         LinearAttentionParityConfig,
         LinearAttentionParityModel,
         chain_learning_rate,

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from hf_icot.modeling.theory.log_icot_parity import tree_levels
+from results.parity.theory.log_icot_parity import tree_levels
 
 #: A node counts as attending to its children when they are its two largest weights and hold this share of the
 #: row's (absolute) weight.

@@ -12,7 +12,7 @@ reading. One layer per tree level (L = log2 k). Layer l computes the level-l nod
 Assumptions where the description is silent (also in results/parity/README.md):
 
 * The structure comes from the config (n_bits, k fixed per model) and the canonical layout of
-  :mod:`hf_icot.modeling.theory.parity_layout`: the CoT steps are the tree nodes level by level, root last, as
+  :mod:`results.parity.theory.parity_layout`: the CoT steps are the tree nodes level by level, root last, as
   datasets_builder's ``tree`` layout writes them; an implicit prompt (CoT dropped) is read as every node padded.
 * Value map fixed to the value coordinate (W^V = e_value), hidden state one scalar per position; W^KQ starts at 0
   (uniform attention over the allowed positions).
@@ -24,7 +24,7 @@ Assumptions where the description is silent (also in results/parity/README.md):
 * Loss: the prediction of node i is emitted at position i - 1 (causal LM shift; z_i reads only lower levels, which
   come earlier); placeholder labels are ignored; <eos> and #### are emitted by rule; the answer is read from the
   root's state. P("0") = sigmoid(readout_scale * value) with a fixed readout_scale.
-* Rounding (:class:`hf_icot.modeling.theory.rounding.RoundingCallback`) rounds W^KQ's trainable block to integers after
+* Rounding (:class:`results.parity.theory.rounding.RoundingCallback`) rounds W^KQ's trainable block to integers after
 every
   update; with Adam (scale-free steps of about the learning rate) an entry moves only when its gradient is
   consistent, and a learned layer, whose gradient vanishes, stays where it is.
@@ -40,7 +40,7 @@ from torch import nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-from hf_icot.modeling.theory.parity_layout import (
+from results.parity.theory.parity_layout import (
     TOKEN_FIELDS,
     canonicalize,
     next_token_logits,
@@ -184,7 +184,7 @@ class LogICoTParityModel(PreTrainedModel, GenerationMixin):
         return None  # tokens are read as fixed ±1 values, there is no embedding table to resize
 
     def rounded_parameters(self) -> list[nn.Parameter]:
-        """What :class:`~hf_icot.modeling.theory.rounding.RoundingCallback` rounds: the trainable W^KQ blocks."""
+        """What :class:`~results.parity.theory.rounding.RoundingCallback` rounds: the trainable W^KQ blocks."""
         return [layer.w_kq_pos for layer in self.layers]
 
     def _token_ids(self) -> dict[str, int]:

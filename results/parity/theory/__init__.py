@@ -1,28 +1,25 @@
-"""The theory models of the published ICoT studies on sparse parity, registered with the Auto classes so that they
-save, load and go through ``ICoTTrainer``, evaluation and the model card like any model.
+"""The parity study's theory models (the published ICoT studies on sparse parity), registered with the Auto classes
+when this package is imported, so that they save, load by ``model_type`` and go through ``ICoTTrainer``, evaluation and
+the model card like any model. They are study code, not the library's: ``pip install hf_icot`` does not ship them, and
+``hf_icot.modeling.loading`` builds them from ``--scratch_model`` as it builds any registered causal LM.
 
-* :mod:`~hf_icot.modeling.theory.log_icot_parity` — A: the gated multi-layer Log-ICoT transformer (tree CoT);
-* :mod:`~hf_icot.modeling.theory.linear_attention_parity` — B: one-layer linear attention with a fixed MLP (chain CoT);
-* :mod:`~hf_icot.modeling.theory.parity_mlp` — C: the MLP trained on a mixture of CoT lengths (a classifier, not a
+* :mod:`~results.parity.theory.log_icot_parity` — A: the gated multi-layer Log-ICoT transformer (tree CoT);
+* :mod:`~results.parity.theory.linear_attention_parity` — B: one-layer linear attention with a fixed MLP (chain CoT);
+* :mod:`~results.parity.theory.parity_mlp` — C: the MLP trained on a mixture of CoT lengths (a classifier, not a
 causal LM);
-* :mod:`~hf_icot.modeling.theory.rounding` — the rounding step as a ``TrainerCallback``, for any model.
+* :mod:`~results.parity.theory.rounding` — the rounding step as a ``TrainerCallback``, for any model.
 """
 
 from typing import Any
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSequenceClassification
 
-from hf_icot.modeling.theory.linear_attention_parity import LinearAttentionParityConfig, LinearAttentionParityModel
-from hf_icot.modeling.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
-from hf_icot.modeling.theory.parity_mlp import ParityMLPConfig, ParityMLPForSequenceClassification
-from hf_icot.modeling.theory.rounding import RoundingCallback
+from results.parity.theory.linear_attention_parity import LinearAttentionParityConfig, LinearAttentionParityModel
+from results.parity.theory.log_icot_parity import LogICoTParityConfig, LogICoTParityModel, tree_levels
+from results.parity.theory.parity_mlp import ParityMLPConfig, ParityMLPForSequenceClassification
+from results.parity.theory.rounding import RoundingCallback
 
-#: model_type -> model class, for the causal LMs hf_icot can build from scratch.
-CAUSAL_LM_TYPES = {
-    LogICoTParityConfig.model_type: LogICoTParityModel,
-    LinearAttentionParityConfig.model_type: LinearAttentionParityModel,
-}
-
+# Registered here, by the study, so that loading by model_type and hf_icot's --scratch_model find them.
 for _config, _model in (
     (LogICoTParityConfig, LogICoTParityModel),
     (LinearAttentionParityConfig, LinearAttentionParityModel),
@@ -65,7 +62,6 @@ def check_parity_data(model_type: str, fields: dict, train: Any) -> None:
 
 
 __all__ = [
-    "CAUSAL_LM_TYPES",
     "check_parity_data",
     "LinearAttentionParityConfig",
     "LinearAttentionParityModel",

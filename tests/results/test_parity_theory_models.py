@@ -1,10 +1,13 @@
-"""The parity theory models (hf_icot.modeling.theory): the pieces the studies state (phi, the level mask, rounding, the
+"""The parity theory models (results.parity.theory): the pieces the studies state (phi, the level mask, rounding, the
 trainable block of W^KQ), training through ICoTTrainer / Trainer, save/load round trips, generation, bad input."""
 
 from __future__ import annotations
 
 import math
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,20 +17,23 @@ from datasets_builder import build_dataset
 from datasets_builder.tasks.parity import Params, cot_levels
 from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from hf_icot.modeling.loading import load_model_and_tokenizer
-from hf_icot.modeling.theory import (
+from hf_icot.training.arguments import ModelArguments
+from hf_icot.training.config import ICoTConfig, schedule_from_config
+from hf_icot.training.trainer import ICoTTrainer
+from results.parity.theory import (
     LinearAttentionParityConfig,
     LogICoTParityConfig,
     ParityMLPConfig,
     RoundingCallback,
     check_parity_data,
 )
-from hf_icot.modeling.theory.log_icot_parity import level_mask, phi, tree_levels
-from hf_icot.modeling.theory.parity_layout import sequence_length
-from hf_icot.training.arguments import ModelArguments
-from hf_icot.training.config import ICoTConfig, schedule_from_config
-from hf_icot.training.trainer import ICoTTrainer
+from results.parity.theory.log_icot_parity import level_mask, phi, tree_levels
+from results.parity.theory.parity_layout import sequence_length
 
 N, K = 8, 4
+REPO = Path(__file__).resolve().parents[2]
+#: A run folder written before the layout move, with a Log-ICoT model saved by model_type (its README says how).
+OLD_RUN = REPO / "tests" / "fixtures" / "run_before_layout_move"
 
 
 def _data(layout: str, n: int = N, k: int = K, size: int = 96):
@@ -208,3 +214,23 @@ def test_one_step_over_accumulated_micro_batches_is_the_step_over_the_whole_batc
     assert any(update.abs().max() > 1e-3 for update in whole.values()), "the step moved nothing"
     for name in whole:
         assert torch.allclose(accumulated[name], whole[name], rtol=1e-4, atol=1e-6), name
+
+
+def test_a_model_saved_before_the_move_loads_by_its_model_type() -> None:
+    # results.parity.theory, imported above, registers the models: the saved config.json names only "log_icot_parity".
+    model = AutoModelForCausalLM.from_pretrained(OLD_RUN / "log_icot_parity")
+    assert type(model).__name__ == "LogICoTParityModel" and model.config.k == 4
+    assert type(model).__module__ == "results.parity.theory.log_icot_parity"
+
+
+def test_the_library_knows_the_theory_models_only_once_the_study_registers_them() -> None:
+    code = (
+        "import hf_icot.modeling.loading, hf_icot.training.trainer\n"
+        "from transformers import CONFIG_MAPPING\n"
+        "before = 'log_icot_parity' in CONFIG_MAPPING\n"
+        "import results.parity.theory\n"
+        "from hf_icot.modeling.loading import _is_causal_lm\n"
+        "print(before, _is_causal_lm('log_icot_parity'), _is_causal_lm('parity_mlp'))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.stdout.split() == ["False", "True", "False"], result.stderr[-2000:]

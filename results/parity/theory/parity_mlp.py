@@ -10,8 +10,8 @@ the parity when none is shown. Not a causal LM: the input is one fixed-size vect
 Assumptions (also in results/parity/README.md): the mixture keeps the *first* L steps (``removal_side: right``),
 since the chain's last step is the answer itself and any kept suffix would show it; L is uniform over 0 .. k - 1
 (``Mixture`` weights); hidden slots read 0 as Log-ICoT's padding. It trains with a plain ``transformers.Trainer``
-(:mod:`hf_icot.training.parity_mlp_trainer`) and :class:`ParityMLPCollator`, not ``ICoTTrainer``, whose collator
-renders token sequences for a causal LM; each example's L is drawn from the same :class:`hf_icot.curriculum.Mixture` at the
+(:mod:`results.parity.mlp_trainer`) and :class:`ParityMLPCollator`, not ``ICoTTrainer``, whose collator renders
+token sequences for a causal LM; each example's L is drawn from the same :class:`hf_icot.curriculum.Mixture` at the
 optimizer step (:func:`mixture_features`), as ``ICoTTrainer`` draws it.
 """
 

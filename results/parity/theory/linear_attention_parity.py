@@ -20,7 +20,7 @@ Assumptions (also in results/parity/README.md):
   the removed values read 0. A one-layer model reads only input values, so a padded step contributes nothing.
 * Initialisation: row i of W puts 1 / (number of value positions before i) on each bit and earlier CoT position,
   0 on the constant; as a softmax at zero scores would, and away from the saddle of phi at u = 0.
-* Rounding steps: :class:`hf_icot.modeling.theory.rounding.RoundingCallback` with ``grid=0.5`` at every stage end (each
+* Rounding steps: :class:`results.parity.theory.rounding.RoundingCallback` with ``grid=0.5`` at every stage end (each
   CoT removal), snapping W onto the grid its solutions lie on before the next removal.
 """
 
@@ -33,7 +33,7 @@ from torch import nn
 from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput
 
-from hf_icot.modeling.theory.parity_layout import (
+from results.parity.theory.parity_layout import (
     TOKEN_FIELDS,
     canonicalize,
     next_token_logits,
@@ -159,7 +159,7 @@ class LinearAttentionParityModel(PreTrainedModel, GenerationMixin):
         return None
 
     def rounded_parameters(self) -> list[nn.Parameter]:
-        """What :class:`~hf_icot.modeling.theory.rounding.RoundingCallback` rounds: the attention weights W."""
+        """What :class:`~results.parity.theory.rounding.RoundingCallback` rounds: the attention weights W."""
         return [self.w_kq]
 
     def compute(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:

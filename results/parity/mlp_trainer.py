@@ -1,9 +1,9 @@
-"""The parity study's mixture MLP (model C, :mod:`hf_icot.modeling.theory.parity_mlp`) trained with the plain
-``Trainer``: the parity study's training steps (``results/parity/``) for a model that is a classifier, not a causal
-LM (``ICoTTrainer`` renders token sequences).
+"""The parity study's mixture MLP (model C, :mod:`results.parity.theory.parity_mlp`) trained with the plain
+``Trainer``: ``results/parity/train.py``'s training steps for a model that is a classifier, not a causal LM
+(``ICoTTrainer`` renders token sequences).
 
 Each training example's number of CoT steps shown is drawn at the optimizer step from the run's ``Mixture``
-(:func:`hf_icot.modeling.theory.parity_mlp.mixture_features`), so a resumed run draws what the uninterrupted one did.
+(:func:`results.parity.theory.parity_mlp.mixture_features`), so a resumed run draws what the uninterrupted one did.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class MixtureMLPTrainer(CheckpointedTrainer):
         self.schedule, self.n_bits, self.k = schedule, n_bits, k
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        from hf_icot.modeling.theory.parity_mlp import mixture_features
+        from results.parity.theory.parity_mlp import mixture_features
 
         if "pending" in inputs:
             rows = inputs.pop("pending").examples
@@ -48,7 +48,7 @@ def train_parity_mlp(
     Raises:
         ValueError: a schedule other than mixture or no_cot, or a mixture without hints.
     """
-    from hf_icot.modeling.theory.parity_mlp import (
+    from results.parity.theory.parity_mlp import (
         ParityMLPCollator,
         ParityMLPConfig,
         ParityMLPForSequenceClassification,
