@@ -23,6 +23,7 @@ import ctypes
 import fcntl
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,24 @@ def _log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
         return path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
     except OSError:
         return []
+
+
+def machine() -> dict[str, Any]:
+    """The machine a run ran on, as its record keeps it: the CPU's model name (``/proc/cpuinfo``, else
+    ``platform.processor()``), its logical cores and the platform. A result at the edge of stability can depend on
+    the CPU's floating-point path (the methods league's parity runs end differently on an Intel Xeon and an AMD EPYC),
+    so every record says where it came from."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as stream:
+            cpu = next((line.split(":", 1)[1].strip() for line in stream if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {
+        "cpu": cpu or platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+    }
 
 
 def _git_commit_of(folder: Path) -> str | None:
@@ -266,6 +285,7 @@ class SweepRunner:
             **outcome,
             "records": kept,
             "git_commit": _git_commit_of(self.sweep.folder),
+            "machine": machine(),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
         (staging / RECORD_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

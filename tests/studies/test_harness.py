@@ -68,6 +68,7 @@ def test_a_sweep_runs_every_seed_once_and_records_each_run(tmp_path: Path) -> No
     for name, seed in (("point_s1", 1), ("single", 5)):
         kept = record(study, name)
         assert kept["status"] == "ok" and kept["seed"] == seed and kept["exit_code"] == 0
+        assert kept["machine"]["cpu"] and kept["machine"]["cores"] >= 1  # where it ran: the CPU can decide a result
         assert kept["command"][-4:] == ["--seed", str(seed), "--output_dir", str(study / "outputs" / name)]
         assert json.loads((study / "runs" / name / "result.json").read_text())["value"] == 2 * (1 + seed)
     assert lines[-1].startswith("[4/4] ok ")
