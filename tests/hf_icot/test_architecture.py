@@ -164,6 +164,8 @@ def test_every_schedule_field_is_declared_once_and_the_config_derives_it() -> No
     assert options["remove_start_from"].fields == {"stepwise": "remove_start_from", "adaptive": "remove_start_from"}
     assert set(options["removal_fill"].fields) == set(SCHEDULES)
     assert options["removal_fill"].default is None and "pad for log_icot" in options["removal_fill"].help
+    assert options["remove_start_from"].help.startswith("stepwise/adaptive: units removed")
+    assert options["remove_per_epoch"].help.startswith("stepwise: CoT tokens")  # an acronym keeps its capitals
 
 
 def test_schedule_arguments_is_generated_from_the_declarations_and_spells_out_every_option() -> None:
