@@ -116,8 +116,9 @@ def _option(name: str, entry: dict[str, Any], n_classes: int) -> ScheduleOption:
     readers = list(entry["by"])
     defaults = {schedule: default for schedule, (_, default) in entry["by"].items()}
     help = entry["help"]
-    if len(readers) < n_classes:
-        help = f"{'/'.join(readers)}: {help[0].lower()}{help[1:]}"
+    if len(readers) < n_classes:  # "stepwise: units removed ...", but "stepwise: CoT tokens ..." (an acronym stays)
+        acronym = any(letter.isupper() for letter in help.split(" ", 1)[0][1:])
+        help = f"{'/'.join(readers)}: {help if acronym else help[0].lower() + help[1:]}"
     values = list(dict.fromkeys(defaults.values()))
     default = values[0] if len(values) == 1 else None
     if default is None and len(values) > 1:

@@ -2,6 +2,9 @@
 
 * :mod:`~hf_icot.training.config` — :class:`ICoTConfig` (``TrainingArguments`` + the run folder's flags + the
   curriculum's options, derived from the schedules) and :func:`schedule_from_config`;
+* :mod:`~hf_icot.training.schedule_arguments` — those options as typed fields, generated from the schedules' and the
+  methods' declarations by :mod:`~hf_icot.training.declared_options` (``python -m
+  hf_icot.training.declared_options --write``);
 * :mod:`~hf_icot.training.command_line` — ``--config file.yaml`` plus flag overrides (:func:`parse_config`);
 * :mod:`~hf_icot.training.arguments` — a recipe's data and model arguments;
 * :mod:`~hf_icot.training.trainer` — :class:`ICoTTrainer`, the ``Trainer`` with a curriculum;

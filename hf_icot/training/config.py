@@ -2,26 +2,27 @@
 and :class:`ICoTConfig` (plus the curriculum and the per-stage evaluation, for :class:`hf_icot.training.trainer.
 ICoTTrainer`).
 
-The curriculum's and the methods' options are not written here: every schedule field and every method-config field
+The curriculum's and the methods' options are not declared here: every schedule field and every method-config field
 declares its flat option once, where it is defined (:func:`hf_icot.curriculum.base.option`), and
-:data:`ScheduleArguments` is built from those declarations (:func:`hf_icot.curriculum.schedule_options`,
-:func:`hf_icot.methods.method_options`), so a recipe YAML, the command line and ``--help`` set and describe them as the
-schedule or method does. :func:`schedule_from_config` builds the schedule a config asks for, :func:`method_from_config`
-its method.
+:class:`~hf_icot.training.schedule_arguments.ScheduleArguments` writes each out as a typed field generated from those
+declarations (:mod:`hf_icot.training.declared_options`), so a recipe YAML, the command line and ``--help`` set and
+describe them as the schedule or method does, and an IDE or a type checker sees each of them on :class:`ICoTConfig`.
+:func:`schedule_from_config` builds the schedule a config asks for, :func:`method_from_config` its method.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import TrainingArguments
 
-from hf_icot.curriculum import SCHEDULES, Schedule, build_schedule, schedule_class, schedule_options
+from hf_icot.curriculum import Schedule, build_schedule, schedule_class, schedule_options
 from hf_icot.evaluation.prompts import parse_mode
 from hf_icot.methods import Method, build_method, method_options
+from hf_icot.training.declared_options import declared_options
+from hf_icot.training.schedule_arguments import ScheduleArguments
 
 TOO_LONG_ACTIONS = ("error", "skip")
 
@@ -69,43 +70,16 @@ class RunArguments(TrainingArguments):
             raise ValueError(f"output_dir {self.output_dir!r} is a file; give a folder (new, or one to write into).")
 
 
-def _schedule_arguments() -> type:
-    """The dataclass of the curriculum's flat options, from the schedules' own field declarations (``seed`` is
-    ``TrainingArguments``')."""
-    taken = {f.name for f in dataclasses.fields(TrainingArguments)}
-    fields: list[tuple[str, Any, Any]] = [
-        ("schedule", str, field(default="stepwise", metadata={
-            "help": f"Curriculum: one of {', '.join(SCHEDULES)}.", "choices": list(SCHEDULES)})),
-    ]  # fmt: skip
-    for option in _declared_options().values():
-        if option.name in taken:
-            continue
-        metadata: dict[str, Any] = {"help": option.help}
-        if option.choices:
-            metadata["choices"] = list(option.choices)
-        kind = option.type if option.default is not None else option.type | None
-        fields.append((option.name, kind, field(default=option.default, metadata=metadata)))
-    arguments = dataclasses.make_dataclass("ScheduleArguments", fields)
-    arguments.__module__ = __name__
-    arguments.__doc__ = "The curriculum's options (one per schedule field; see the module docstring)."
-    return arguments
-
-
-def _declared_options() -> dict[str, Any]:
-    return {**schedule_options(), **method_options()}
-
-
-ScheduleArguments = _schedule_arguments()
 #: The curriculum and method options read as floats (a YAML ``inf`` arrives as a string).
 FLOAT_OPTIONS = tuple(
-    option.name for option in _declared_options().values() if option.type is float and option.name != "seed"
+    option.name for option in declared_options().values() if option.type is float and option.name != "seed"
 )
 
 
 @dataclass
 class ICoTConfig(ScheduleArguments, RunArguments):
     """Training arguments for implicit chain-of-thought training with :class:`hf_icot.training.trainer.ICoTTrainer`:
-    ``TrainingArguments``, the run folder's flags, the curriculum's options (:data:`ScheduleArguments`) and the
+    ``TrainingArguments``, the run folder's flags, the curriculum's options (:class:`ScheduleArguments`) and the
     fields below."""
 
     eval_modes: list[str] = field(

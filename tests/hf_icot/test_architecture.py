@@ -147,7 +147,6 @@ def test_no_module_is_over_450_lines(folder: str) -> None:
 def test_every_schedule_field_is_declared_once_and_the_config_derives_it() -> None:
     from hf_icot.curriculum import SCHEDULES, schedule_options
     from hf_icot.methods import method_options
-    from hf_icot.training import config as config_module
     from hf_icot.training.config import ICoTConfig, ScheduleArguments
 
     assert not set(schedule_options()) & set(method_options())  # one name per concept: a schedule's or a method's
@@ -158,16 +157,71 @@ def test_every_schedule_field_is_declared_once_and_the_config_derives_it() -> No
         if option.name != "seed":  # TrainingArguments' own
             assert config_fields[option.name].default == option.default
             assert config_fields[option.name].metadata["help"] == option.help
-    # The config module declares none of them: they come from the schedules' fields.
-    tree = ast.parse(Path(config_module.__file__).read_text(encoding="utf-8"))
-    declared = {node.target.id for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)}
-    assert not declared & set(options)
+            assert config_fields[option.name].metadata.get("choices") == (list(option.choices or []) or None)
     assert {f.name for f in dataclasses.fields(ScheduleArguments)} == {"schedule", *options} - {"seed"}
     # The flat names differ from the fields where a schedule's own name would be ambiguous; each maps back.
     assert options["adaptive_threshold"].fields == {"adaptive": "threshold"}
     assert options["remove_start_from"].fields == {"stepwise": "remove_start_from", "adaptive": "remove_start_from"}
     assert set(options["removal_fill"].fields) == set(SCHEDULES)
     assert options["removal_fill"].default is None and "pad for log_icot" in options["removal_fill"].help
+    assert options["remove_start_from"].help.startswith("stepwise/adaptive: units removed")
+    assert options["remove_per_epoch"].help.startswith("stepwise: CoT tokens")  # an acronym keeps its capitals
+
+
+def test_schedule_arguments_is_generated_from_the_declarations_and_spells_out_every_option() -> None:
+    """ScheduleArguments names each option as a literal typed field (what an IDE and a type checker read), and is the
+    file its generator writes from the declarations now: a new or changed option fails here until it is regenerated."""
+    import typing
+
+    from hf_icot.training import declared_options as generator
+    from hf_icot.training.schedule_arguments import ScheduleArguments
+
+    source = generator.GENERATED.read_text(encoding="utf-8")
+    assert source == generator.schedule_arguments_source(), f"ScheduleArguments is stale; run: {generator.COMMAND}"
+    options = {name: option for name, option in generator.declared_options().items() if name != "seed"}
+    (body,) = [node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)]
+    written = {
+        node.target.id: node
+        for node in body.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+    assert set(written) == {"schedule", *options}
+    hints = typing.get_type_hints(ScheduleArguments)
+    for name, option in options.items():
+        expected = option.type if option.default is not None else option.type | None
+        assert hints[name] == expected, name
+        call = written[name].value
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "field", (
+            name
+        )  # a field a type checker understands
+        assert [keyword.arg for keyword in call.keywords] == ["default", "metadata"], name
+    # No other module of the library or the recipes declares an option by hand (the schedules' and methods' fields
+    # are where they are declared; the config inherits them).
+    for path in [*sorted((PACKAGE / "training").glob("*.py")), *sorted((REPO / "recipes").rglob("*.py"))]:
+        if path == generator.GENERATED:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        declared = {
+            node.target.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+        }
+        assert not declared & set(options), (path.name, declared & set(options))
+
+
+def test_the_generator_names_its_command_when_the_file_is_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hf_icot.training import declared_options as generator
+
+    stale = tmp_path / "schedule_arguments.py"
+    stale.write_text(generator.GENERATED.read_text(encoding="utf-8").replace("    num_latent: int", "    n: int"))
+    monkeypatch.setattr(generator, "GENERATED", stale)
+    assert generator.main(["--check"]) == 1
+    assert "run: python -m hf_icot.training.declared_options --write" in capsys.readouterr().err
+    assert generator.main(["--write"]) == 0 and generator.main(["--check"]) == 0
+    with pytest.raises(LookupError, match="regenerate ScheduleArguments: python -m hf_icot.training.declared_options"):
+        generator.option_metadata("no_such_option")
 
 
 def test_the_public_paths_users_copy_still_work() -> None:
