@@ -12,8 +12,8 @@ How it stays exact:
 
 * the first training forward of each batch shape runs as torch runs it and records its dropout calls; the run's first
   such forward is also checked, on a copy of the generator, to have drawn nothing else (attention written as SDPA
-  draws its dropout inside the kernel, a model may draw numbers of its own, a module may hold ``dropout`` imported by
-  name): if it did, the lever is off for the rest of the run;
+  draws its dropout inside the kernel, a model may draw numbers of its own or call ``dropout1d``/``alpha_dropout``):
+  if it did, the lever is off for the rest of the run;
 * a later forward whose calls leave the record (another shape or probability, one call more or fewer) is put back:
   the helper stops, the generator is rewound to the forward's start, the masks already used are drawn again, and the
   rest runs as torch runs it. A run whose forwards keep leaving their records (8 put back, and more than one for
@@ -26,8 +26,13 @@ parallel regions by default and a helper then competes with them (0.95-0.98x on 
 torch's draws); with ``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x with
 torch's draws and 1.23x with the kernel's. Without that (one torch thread, or spinning threads),
 ``DropoutDrawsAhead(helper=False)`` lets the forward draw its own masks with the kernel (and turns itself off where
-there is no kernel: torch's own draw is the same). While a forward runs, ``torch.nn.functional.dropout`` is this
-module's for every thread of the process.
+there is no kernel: torch's own draw is the same).
+
+Nothing outside the training forward sees the lever: ``torch.nn.functional.dropout`` is never replaced. While a
+forward runs, a :class:`DropoutRoute` (a ``TorchFunctionMode``, which torch keeps per thread) sends that thread's
+dropout calls to the lever; another thread's calls, and the same thread's before and after the forward, are torch's
+own. The price is one Python method call for each torch function the forward calls (the mode sees them all and passes
+every other one on unchanged).
 
 :class:`DropoutAheadMixin` is the lever's side of ``ICoTTrainer``: it wraps each training forward and, while
 ``train()`` runs, gives the model (and one that ``model_init`` builds there) eager attention.
@@ -40,16 +45,36 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import torch
 from torch.nn import functional
+from torch.overrides import TorchFunctionMode
 
 from hf_icot.training import dropout_kernel
 from hf_icot.training.dropout_kernel import torch_dropout_mask
 
 logger = logging.getLogger(__name__)
+
+#: torch's own dropout, the one function a :class:`DropoutRoute` routes (compared by identity).
+TORCH_DROPOUT = functional.dropout
+
+
+class DropoutRoute(TorchFunctionMode):
+    """``with DropoutRoute(route):`` — this thread's calls of ``torch.nn.functional.dropout`` go to
+    ``route(input, p=..., training=..., inplace=...)`` until the block ends; every other torch function runs as torch
+    runs it, and so does every other thread's dropout (torch keeps function modes per thread). Inside ``route`` the
+    mode is off, so ``route`` may call :data:`TORCH_DROPOUT` and any torch function as usual."""
+
+    def __init__(self, route: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.route = route
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is TORCH_DROPOUT:
+            return self.route(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
 
 
 class Draw(NamedTuple):
@@ -176,7 +201,7 @@ class DropoutDrawsAhead:
 
     @contextlib.contextmanager
     def _recording(self, key: tuple) -> Iterator[None]:
-        torch_dropout = functional.dropout
+        torch_dropout = TORCH_DROPOUT
         start = torch.get_rng_state()
         calls: list[Draw] = []
         other_device = []
@@ -187,11 +212,8 @@ class DropoutDrawsAhead:
                 other_device.append(input.device.type != "cpu")
             return torch_dropout(input, p, training, inplace)
 
-        functional.dropout = recording
-        try:
+        with DropoutRoute(recording):
             yield
-        finally:
-            functional.dropout = torch_dropout
         if any(other_device):
             self._turn_off("a dropout input is not on the CPU (its generator is another)")
             return
@@ -224,7 +246,7 @@ class DropoutDrawsAhead:
 
     @contextlib.contextmanager
     def _drawing_ahead(self, key: tuple, record: tuple[Draw, ...]) -> Iterator[None]:
-        torch_dropout = functional.dropout
+        torch_dropout = TORCH_DROPOUT
         start = torch.get_rng_state()
         masks: queue.SimpleQueue = queue.SimpleQueue()
         stop = threading.Event()
@@ -268,11 +290,10 @@ class DropoutDrawsAhead:
 
         if helper is not None:
             helper.start()
-        functional.dropout = ahead
         try:
-            yield
+            with DropoutRoute(ahead):
+                yield
         finally:
-            functional.dropout = torch_dropout
             if not left_record:
                 stop.set()
                 if helper is not None:

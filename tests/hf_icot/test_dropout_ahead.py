@@ -1,6 +1,7 @@
 """Dropout's masks drawn ahead on a helper thread (hf_icot.training.dropout_ahead): the same losses, weights and
 generator state bit for bit as torch's own draws — when the forward keeps to its record, when it leaves it (put back),
-when it raises, and when something else draws (the lever turns itself off); SDPA attention with dropout runs as eager
+when it raises, and when something else draws (the lever turns itself off); another thread's dropout, during the
+forward, is torch's own; SDPA attention with dropout runs as eager
 attention while training and comes back; ICoTTrainer uses the lever only where it can pay, and the recipes ask for
 sleeping OpenMP threads before torch is imported."""
 
@@ -11,6 +12,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -18,7 +20,8 @@ from torch.nn import functional
 from transformers import AutoModelForCausalLM, GPT2Config
 
 from hf_icot.data.tokenization import build_word_level_tokenizer
-from hf_icot.training.dropout_ahead import DropoutDrawsAhead, eager_attention_while
+from hf_icot.training.dropout_ahead import TORCH_DROPOUT, DropoutDrawsAhead, eager_attention_while
+from hf_icot.training.dropout_kernel import torch_dropout_mask
 from tests.hf_icot.tiny_task import counting_examples
 
 GPT2 = GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=1)
@@ -133,6 +136,35 @@ def test_a_run_whose_forwards_keep_leaving_their_records_turns_the_lever_off() -
     # Recorded, put back, recorded, ...: the 8th put-back (forward 16) ends it.
     assert (ahead.forwards_ahead, ahead.put_back) == (0, DropoutDrawsAhead.MAX_PUT_BACK)
     assert ahead.off_reason == "8 forwards left their records"
+
+
+def test_another_threads_dropout_during_the_forward_is_torchs_own() -> None:
+    # torch.nn.functional.dropout is never replaced: the lever routes only its own thread's calls, only during the
+    # forward. Another thread's dropout, from inside a forward drawn ahead, gets torch's own numbers and is not seen by
+    # the lever (with a module-wide swap it met the lever, which put the forward back).
+    seen = []
+
+    def another_thread_draws(module, args, output) -> None:  # the forward's masks are all drawn by now
+        def draw() -> None:
+            hidden, generator = torch.ones(3, 7), torch.Generator()
+            generator.set_state(torch.get_rng_state())
+            got = functional.dropout(hidden, 0.5)
+            expected = hidden * torch_dropout_mask((3, 7), torch.float32, 0.5, generator)
+            seen.append((functional.dropout is TORCH_DROPOUT, torch.equal(got, expected)))
+
+        thread = threading.Thread(target=draw)
+        thread.start()
+        thread.join()
+        seen.append(functional.dropout is TORCH_DROPOUT)  # this thread's too, in the forward
+
+    def change(step: int, model) -> None:
+        if step == 1:  # after the run's first forward, whose check counts every draw made while it runs
+            model.register_forward_hook(another_thread_draws)
+
+    ahead = DropoutDrawsAhead()
+    same_run_as_torch(ahead, change)  # the same numbers as torch's run with the same calls from the other thread
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
+    assert seen == [(True, True), True] * 10  # steps 1-5, each model
 
 
 def test_a_forward_that_raises_leaves_the_generator_where_torch_would() -> None:
