@@ -34,6 +34,8 @@ dropout calls to the lever; another thread's calls, and the same thread's before
 own. The price is one Python method call for each torch function the forward calls (the mode sees them all and passes
 every other one on unchanged).
 
+It is off unless asked for (``draw_dropout_ahead``), and does nothing on a GPU.
+
 :class:`DropoutAheadMixin` is the lever's side of ``ICoTTrainer``: it wraps each training forward and, while
 ``train()`` runs, gives the model (and one that ``model_init`` builds there) eager attention.
 """
@@ -140,16 +142,48 @@ def eager_attention_while(model: Any) -> Iterator[None]:
 
 
 def dropout_draws_ahead_for(args: Any, model: Any, latent: bool) -> DropoutDrawsAhead | None:
-    """The lever for a run with training arguments ``args`` (``draw_dropout_ahead``) where it can be exact: on the
-    CPU, without gradient checkpointing (whose backward runs the forward again) and not for a latent method (several
-    forwards per step); else ``None``. A helper thread draws on 2 or more torch threads with
-    ``OMP_WAIT_POLICY=PASSIVE``; elsewhere (one thread, or torch's threads spinning on the idle core, where a helper
-    is slower: bench/bench_dropout_draws.py) the forward draws its own masks with the C kernel, if it is in use."""
-    if not (args.draw_dropout_ahead and args.device.type == "cpu" and isinstance(model, torch.nn.Module)):
+    """The lever for a run with training arguments ``args`` if it asked for it (``draw_dropout_ahead``, off by default)
+    and it can be exact there: on the CPU, without gradient checkpointing (whose backward runs the forward again) and
+    not for a latent method (several forwards per step); else ``None``. A run that asked for it logs one line saying
+    how its masks are drawn, or why the lever does nothing here.
+
+    A helper thread draws on 2 or more torch threads with ``OMP_WAIT_POLICY=PASSIVE``; elsewhere (one thread, or
+    torch's threads spinning on the idle core, where a helper is slower: bench/bench_dropout_draws.py) the forward
+    draws its own masks with the C kernel, if it is in use."""
+    if not getattr(args, "draw_dropout_ahead", False):
         return None
-    if latent or args.gradient_checkpointing:
+    idle = None
+    if args.device.type != "cpu":
+        idle = f"this run trains on {args.device.type}, where the lever does nothing (it is for CPU training)"
+    elif latent or args.gradient_checkpointing:
+        idle = "a latent method or gradient checkpointing runs a forward more than once per step"
+    elif not isinstance(model, torch.nn.Module):
+        idle = "the model is not a torch module"
+    if idle is not None:
+        logger.info("draw_dropout_ahead is on but idle: %s", idle)
         return None
-    return DropoutDrawsAhead(helper=torch.get_num_threads() >= 2 and passive_wait_policy())
+    helper = torch.get_num_threads() >= 2 and passive_wait_policy()
+    kernel = dropout_kernel.loaded()  # built now rather than in the first step, so that the line below can say
+    no_kernel = None if kernel is not None else f"no C kernel: {dropout_kernel.why_not()}"
+    if helper:
+        drawer = "the C kernel" if no_kernel is None else f"torch ({no_kernel})"
+        logger.info("draw_dropout_ahead is on: dropout masks drawn ahead on a helper thread by %s", drawer)
+    elif no_kernel is None:
+        logger.info(
+            "draw_dropout_ahead is on: dropout masks drawn in the step by the C kernel (no helper thread: %s)",
+            _why_no_helper(),
+        )
+    else:  # torch's own draw in the step is what the run does without the lever
+        logger.info("draw_dropout_ahead is on but idle: no helper thread (%s) and %s", _why_no_helper(), no_kernel)
+        return None
+    return DropoutDrawsAhead(helper=helper)
+
+
+def _why_no_helper() -> str:
+    """Why :func:`dropout_draws_ahead_for` gives its lever no helper thread, in a few words."""
+    if torch.get_num_threads() < 2:
+        return "one torch thread"
+    return f"OMP_WAIT_POLICY is {os.environ.get('OMP_WAIT_POLICY', 'unset')}, not PASSIVE"
 
 
 def passive_wait_policy() -> bool:

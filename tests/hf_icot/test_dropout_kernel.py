@@ -249,7 +249,8 @@ def test_icot_trainer_on_one_thread_draws_in_the_step_with_the_same_weights(tmp_
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        in_step = icot_trainer(tmp_path / "in_step")  # SDPA with attention dropout: eager attention while training
+        # SDPA with attention dropout: eager attention while training
+        in_step = icot_trainer(tmp_path / "in_step", draw_dropout_ahead=True)
         in_step.train()
         eager = icot_trainer(tmp_path / "eager", attention="eager", draw_dropout_ahead=False)
         eager.train()
