@@ -61,7 +61,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     import datasets
     import torch
-    from torch.nn import functional
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from datasets_builder.tasks import multiplication
@@ -70,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     from hf_icot.data.tokenization import build_word_level_tokenizer
     from hf_icot.training import dropout_kernel
     from hf_icot.training.causal_mask import without_needless_mask
-    from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
+    from hf_icot.training.dropout_ahead import TORCH_DROPOUT, Draw, DropoutDrawsAhead, DropoutRoute, dropout_mask
     from hf_icot.training.fused_gelu import fuse_tanh_gelu
 
     args = parse_args(argv)
@@ -96,13 +95,12 @@ def main(argv: list[str] | None = None) -> None:
         for start in range(0, len(examples), 32)
     ]
 
-    torch_dropout = functional.dropout
     drawn_before: dict[str, queue.SimpleQueue | None] = {"masks": None}
 
     def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002 - torch's own parameter names
         masks = drawn_before["masks"]
         if masks is None or not training or p == 0:
-            return torch_dropout(input, p, training, inplace)
+            return TORCH_DROPOUT(input, p, training, inplace)
         return input * masks.get()  # torch's own: input * bernoulli_(1 - p).div_(1 - p)
 
     def draws_of(batch) -> list[Draw]:
@@ -115,10 +113,8 @@ def main(argv: list[str] | None = None) -> None:
             return input
 
         state = torch.get_rng_state()
-        functional.dropout = record
-        with torch.no_grad():
+        with DropoutRoute(record), torch.no_grad():  # this thread's dropout calls only, as the lever routes them
             model(**batch)
-        functional.dropout = dropout
         torch.set_rng_state(state)
         return seen
 
@@ -131,7 +127,11 @@ def main(argv: list[str] | None = None) -> None:
                 for call in draws:
                     drawn_before["masks"].put(dropout_mask(call))
             start = time.perf_counter()
-            with aheads[way].forward(batch) if way in aheads else contextlib.nullcontext():
+            if way in aheads:
+                context = aheads[way].forward(batch)
+            else:
+                context = DropoutRoute(dropout) if way == "drawn before" else contextlib.nullcontext()
+            with context:
                 loss = net(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -148,33 +148,30 @@ def main(argv: list[str] | None = None) -> None:
     def levers() -> dict[str, DropoutDrawsAhead]:
         return {"helper thread": DropoutDrawsAhead(), "kernel in step": DropoutDrawsAhead(helper=False)}
 
-    functional.dropout = dropout
-    with contextlib.ExitStack() as restore:
-        restore.callback(setattr, functional, "dropout", torch_dropout)
-        draws = [draws_of(batch) for batch in batches]
-        # The same numbers: each way from the same weights and generator state, three steps on one batch (the lever
-        # records the first and draws the next two ahead).
-        difference = 0.0
-        for way in ways[1:]:
-            torch.manual_seed(1)
-            reference_step = make_step(copy.deepcopy(model), {})
-            other_step = make_step(copy.deepcopy(model), levers())
-            for _ in range(3):
-                state = torch.get_rng_state()
-                _, expected = reference_step(batches[0], "in the step", draws[0])
-                torch.set_rng_state(state)
-                _, got = other_step(batches[0], way, draws[0])
-                difference = max(difference, abs(expected - got))
-        aheads = levers()
-        step = make_step(model, aheads)
-        timings: dict[str, list[float]] = {way: [] for way in ways}
-        warm_up = len(batches)  # a step per batch each, so the lever has recorded every batch shape before the clock
-        for index in range(warm_up + args.steps):
-            for way in ways:
-                seconds, _ = step(batches[index % len(batches)], way, draws[index % len(batches)])
-                if index >= warm_up:
-                    timings[way].append(seconds)
-        per_element = draw_speeds(draws[0], rounds=max(3, args.steps // 4))
+    draws = [draws_of(batch) for batch in batches]
+    # The same numbers: each way from the same weights and generator state, three steps on one batch (the lever
+    # records the first and draws the next two ahead).
+    difference = 0.0
+    for way in ways[1:]:
+        torch.manual_seed(1)
+        reference_step = make_step(copy.deepcopy(model), {})
+        other_step = make_step(copy.deepcopy(model), levers())
+        for _ in range(3):
+            state = torch.get_rng_state()
+            _, expected = reference_step(batches[0], "in the step", draws[0])
+            torch.set_rng_state(state)
+            _, got = other_step(batches[0], way, draws[0])
+            difference = max(difference, abs(expected - got))
+    aheads = levers()
+    step = make_step(model, aheads)
+    timings: dict[str, list[float]] = {way: [] for way in ways}
+    warm_up = len(batches)  # a step per batch each, so the lever has recorded every batch shape before the clock
+    for index in range(warm_up + args.steps):
+        for way in ways:
+            seconds, _ = step(batches[index % len(batches)], way, draws[index % len(batches)])
+            if index >= warm_up:
+                timings[way].append(seconds)
+    per_element = draw_speeds(draws[0], rounds=max(3, args.steps // 4))
     medians = {way: statistics.median(timings[way]) for way in ways}
     elements = sum(torch.Size(call.shape).numel() for call in draws[0])
     print(

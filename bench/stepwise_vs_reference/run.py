@@ -16,7 +16,9 @@ always runs first or last): the reference with its README's multiplication flags
 32, lr 5e-5, 8 tokens per epoch, λ = 4, left, ``--reset_optimizer``), our recipe with ``--sequence_format reference``
 and the same flags with its per-stage evaluation on (what a user gets by default: a loss evaluation on the first 64
 validation examples at every stage end; no generation, ``eval_modes`` being empty) and off; both save the stage
-checkpoints (``keep_stage_checkpoints``, on by default).
+checkpoints (``keep_stage_checkpoints``, on by default). A lever that is off by default is measured by naming it:
+``--lever draw_dropout_ahead=true`` sets it on every side of ours, and ``--lever-off draw_dropout_ahead=false`` adds a
+side without it.
 
 Run-time adaptations of the reference, none written to its files (``launch_reference`` below):
 
@@ -91,7 +93,9 @@ json.dump(record, open(out_path, "w"))
 
 OURS_LAUNCHER = r"""
 import json, os, runpy, sys, time
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the recipe's run_main does before torch, imported next here
+from hf_icot.training.command_line import bool_flag_on
+if bool_flag_on("draw_dropout_ahead", sys.argv[3:]):  # as the recipe's run_main does before torch, imported next here
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import transformers
 out_path, recipe = sys.argv[1], sys.argv[2]
 record = {"step_ends": [], "forward_backward": [], "optimizer": []}
@@ -129,6 +133,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1, help="Interleaved rounds; medians are printed (default 1).")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of each side (default: 1).")
     parser.add_argument(
+        "--lever", action="append", default=[], metavar="FLAG=VALUE",
+        help="A recipe flag set on every side of ours (e.g. draw_dropout_ahead=true, a lever that is off by default); "
+        "a --lever-off of the same flag overrides it on its own side.",
+    )  # fmt: skip
+    parser.add_argument(
         "--lever-off", action="append", default=[], metavar="FLAG=VALUE",
         help="One more side of ours per use: stage evaluation off and this recipe flag set (e.g. fused_gelu=false), "
         "so a lever is measured alone against the side that has it.",
@@ -138,10 +147,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--reference-repo {args.reference_repo} has no src/train.py; give a checkout of the reference.")
     if args.train_size < 64 or args.rounds < 1 or args.threads < 1:
         parser.error("--train-size must be >= 64, --rounds and --threads >= 1.")
-    for lever in args.lever_off:
-        if "=" not in lever or not lever.split("=", 1)[0]:
-            parser.error(f"--lever-off {lever!r} is not FLAG=VALUE (a recipe flag, no dashes: fused_gelu=false).")
+    for option, levers in (("--lever", args.lever), ("--lever-off", args.lever_off)):
+        for lever in levers:
+            if "=" not in lever or not lever.split("=", 1)[0]:
+                parser.error(f"{option} {lever!r} is not FLAG=VALUE (a recipe flag, no dashes: fused_gelu=false).")
     return args
+
+
+def flag_pair(lever: str) -> list[str]:
+    """``name=value`` as the recipe's flag and value."""
+    name, _, value = lever.partition("=")
+    return [f"--{name}", value]
 
 
 def task_args(args: argparse.Namespace) -> dict:
@@ -217,11 +233,12 @@ def scheduled_removals(stdout: str, steps: int) -> list[int]:
     return removed
 
 
-def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eval: bool, lever: str = "") -> dict:
-    name, _, value = lever.partition("=")
-    output = run_dir / (f"ours_{name}_{value}" if lever else f"ours_eval_{'on' if stage_eval else 'off'}")
-    clock = run_dir / f"{output.name}_clock.json"
-    command = [
+def ours_command(
+    args: argparse.Namespace, folder: Path, output: Path, clock: Path, stage_eval: bool, lever: str = ""
+) -> list[str]:
+    """Our side's command: the recipe under ``OURS_LAUNCHER`` with the reference's flags, every ``--lever``, and the
+    side's ``--lever-off`` flag last (the last of a flag given twice wins)."""
+    return [
         sys.executable, "-c", OURS_LAUNCHER, str(clock), str(REPO / "recipes" / "icot_gpt2.py"), "--task", "multiplication",
         "--task_args", json.dumps(task_args(args)), "--model_name_or_path", str(folder),
         "--sequence_format", "reference", "--schedule", "stepwise",
@@ -232,8 +249,16 @@ def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eva
         "--weight_decay", "0.01", "--decay_all_parameters", "true", "--lr_scheduler_type", "constant",
         "--max_grad_norm", "1.0", "--logging_steps", "1", "--save_strategy", "no", "--report_to", "none",
         "--evaluate_each_stage", str(stage_eval).lower(), "--output_dir", str(output), "--overwrite_output_dir",
-        "true", "--max_eval_examples", "64", *([f"--{name}", value] if lever else []),
+        "true", "--max_eval_examples", "64", *[part for on in args.lever for part in flag_pair(on)],
+        *(flag_pair(lever) if lever else []),
     ]  # fmt: skip
+
+
+def launch_ours(args: argparse.Namespace, folder: Path, run_dir: Path, stage_eval: bool, lever: str = "") -> dict:
+    name, _, value = lever.partition("=")
+    output = run_dir / (f"ours_{name}_{value}" if lever else f"ours_eval_{'on' if stage_eval else 'off'}")
+    clock = run_dir / f"{output.name}_clock.json"
+    command = ours_command(args, folder, output, clock, stage_eval, lever)
     env_threads = {"OMP_NUM_THREADS": str(args.threads)}
     run(command, run_dir / f"{output.name}.log", env_threads)
     log = json.loads((output / "training_log.json").read_text())

@@ -12,7 +12,7 @@
 * :mod:`~hf_icot.training.labelled_loss` — the loss with logits only where a label is (``labelled_logits_only``);
 * :mod:`~hf_icot.training.causal_mask`, :mod:`~hf_icot.training.fused_gelu`, :mod:`~hf_icot.training.dropout_ahead`
   — the step's other levers: no needless attention mask, GPT-2's GELU in one kernel (``fused_gelu``), a CPU
-  forward's dropout masks drawn on a helper thread (``draw_dropout_ahead``);
+  forward's dropout masks drawn on a helper thread (``draw_dropout_ahead``, off unless asked for);
 * :mod:`~hf_icot.training.checkpoints` — kill-safe checkpoints, resume and teardown for any ``Trainer``;
 * :mod:`~hf_icot.training.run_folder` — which checkpoints are complete, whether a run would write over another;
 * :mod:`~hf_icot.training.outputs` — per-stage and final evaluation, saving, card, push;

@@ -118,3 +118,30 @@ def read_config_file(path: str) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ValueError(f"config file {path} holds a {type(values).__name__}; it must be a mapping of flags.")
     return values
+
+
+def bool_flag_on(name: str, args: Sequence[str] | None = None) -> bool:
+    """Whether ``args`` (default: ``sys.argv[1:]``) turn the boolean flag ``--name`` on, on the command line or in
+    the ``--config`` file (the command line wins), as :func:`parse_config` will read it: ``--name``, ``--name true``,
+    ``--name=yes``, or ``name: true`` in the file. Reads only the command line and the file (no heavy import), for
+    settings made before torch is imported; anything it cannot read counts as off (the full parse then says what is
+    wrong)."""
+    args = list(sys.argv[1:] if args is None else args)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--config", default=None)
+    pre.add_argument(f"--{name}", dest="value", nargs="?", const=True, default=None)
+
+    def unreadable(message: str) -> NoReturn:
+        raise ValueError(message)
+
+    pre.error = unreadable
+    try:
+        known, _ = pre.parse_known_args(args)
+        value = known.value
+        if value is None and known.config is not None:
+            value = read_config_file(known.config).get(name)
+    except ValueError:
+        return False
+    if isinstance(value, bool):
+        return value
+    return isinstance(value, str) and value.strip().lower() in ("yes", "true", "t", "y", "1")

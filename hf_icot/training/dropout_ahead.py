@@ -12,8 +12,8 @@ How it stays exact:
 
 * the first training forward of each batch shape runs as torch runs it and records its dropout calls; the run's first
   such forward is also checked, on a copy of the generator, to have drawn nothing else (attention written as SDPA
-  draws its dropout inside the kernel, a model may draw numbers of its own, a module may hold ``dropout`` imported by
-  name): if it did, the lever is off for the rest of the run;
+  draws its dropout inside the kernel, a model may draw numbers of its own or call ``dropout1d``/``alpha_dropout``):
+  if it did, the lever is off for the rest of the run;
 * a later forward whose calls leave the record (another shape or probability, one call more or fewer) is put back:
   the helper stops, the generator is rewound to the forward's start, the masks already used are drawn again, and the
   rest runs as torch runs it. A run whose forwards keep leaving their records (8 put back, and more than one for
@@ -26,8 +26,15 @@ parallel regions by default and a helper then competes with them (0.95-0.98x on 
 torch's draws); with ``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x with
 torch's draws and 1.23x with the kernel's. Without that (one torch thread, or spinning threads),
 ``DropoutDrawsAhead(helper=False)`` lets the forward draw its own masks with the kernel (and turns itself off where
-there is no kernel: torch's own draw is the same). While a forward runs, ``torch.nn.functional.dropout`` is this
-module's for every thread of the process.
+there is no kernel: torch's own draw is the same).
+
+Nothing outside the training forward sees the lever: ``torch.nn.functional.dropout`` is never replaced. While a
+forward runs, a :class:`DropoutRoute` (a ``TorchFunctionMode``, which torch keeps per thread) sends that thread's
+dropout calls to the lever; another thread's calls, and the same thread's before and after the forward, are torch's
+own. The price is one Python method call for each torch function the forward calls (the mode sees them all and passes
+every other one on unchanged).
+
+It is off unless asked for (``draw_dropout_ahead``), and does nothing on a GPU.
 
 :class:`DropoutAheadMixin` is the lever's side of ``ICoTTrainer``: it wraps each training forward and, while
 ``train()`` runs, gives the model (and one that ``model_init`` builds there) eager attention.
@@ -40,16 +47,36 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import torch
 from torch.nn import functional
+from torch.overrides import TorchFunctionMode
 
 from hf_icot.training import dropout_kernel
 from hf_icot.training.dropout_kernel import torch_dropout_mask
 
 logger = logging.getLogger(__name__)
+
+#: torch's own dropout, the one function a :class:`DropoutRoute` routes (compared by identity).
+TORCH_DROPOUT = functional.dropout
+
+
+class DropoutRoute(TorchFunctionMode):
+    """``with DropoutRoute(route):`` — this thread's calls of ``torch.nn.functional.dropout`` go to
+    ``route(input, p=..., training=..., inplace=...)`` until the block ends; every other torch function runs as torch
+    runs it, and so does every other thread's dropout (torch keeps function modes per thread). Inside ``route`` the
+    mode is off, so ``route`` may call :data:`TORCH_DROPOUT` and any torch function as usual."""
+
+    def __init__(self, route: Callable[..., torch.Tensor]) -> None:
+        super().__init__()
+        self.route = route
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is TORCH_DROPOUT:
+            return self.route(*args, **(kwargs or {}))
+        return func(*args, **(kwargs or {}))
 
 
 class Draw(NamedTuple):
@@ -115,16 +142,48 @@ def eager_attention_while(model: Any) -> Iterator[None]:
 
 
 def dropout_draws_ahead_for(args: Any, model: Any, latent: bool) -> DropoutDrawsAhead | None:
-    """The lever for a run with training arguments ``args`` (``draw_dropout_ahead``) where it can be exact: on the
-    CPU, without gradient checkpointing (whose backward runs the forward again) and not for a latent method (several
-    forwards per step); else ``None``. A helper thread draws on 2 or more torch threads with
-    ``OMP_WAIT_POLICY=PASSIVE``; elsewhere (one thread, or torch's threads spinning on the idle core, where a helper
-    is slower: bench/bench_dropout_draws.py) the forward draws its own masks with the C kernel, if it is in use."""
-    if not (args.draw_dropout_ahead and args.device.type == "cpu" and isinstance(model, torch.nn.Module)):
+    """The lever for a run with training arguments ``args`` if it asked for it (``draw_dropout_ahead``, off by default)
+    and it can be exact there: on the CPU, without gradient checkpointing (whose backward runs the forward again) and
+    not for a latent method (several forwards per step); else ``None``. A run that asked for it logs one line saying
+    how its masks are drawn, or why the lever does nothing here.
+
+    A helper thread draws on 2 or more torch threads with ``OMP_WAIT_POLICY=PASSIVE``; elsewhere (one thread, or
+    torch's threads spinning on the idle core, where a helper is slower: bench/bench_dropout_draws.py) the forward
+    draws its own masks with the C kernel, if it is in use."""
+    if not getattr(args, "draw_dropout_ahead", False):
         return None
-    if latent or args.gradient_checkpointing:
+    idle = None
+    if args.device.type != "cpu":
+        idle = f"this run trains on {args.device.type}, where the lever does nothing (it is for CPU training)"
+    elif latent or args.gradient_checkpointing:
+        idle = "a latent method or gradient checkpointing runs a forward more than once per step"
+    elif not isinstance(model, torch.nn.Module):
+        idle = "the model is not a torch module"
+    if idle is not None:
+        logger.info("draw_dropout_ahead is on but idle: %s", idle)
         return None
-    return DropoutDrawsAhead(helper=torch.get_num_threads() >= 2 and passive_wait_policy())
+    helper = torch.get_num_threads() >= 2 and passive_wait_policy()
+    kernel = dropout_kernel.loaded()  # built now rather than in the first step, so that the line below can say
+    no_kernel = None if kernel is not None else f"no C kernel: {dropout_kernel.why_not()}"
+    if helper:
+        drawer = "the C kernel" if no_kernel is None else f"torch ({no_kernel})"
+        logger.info("draw_dropout_ahead is on: dropout masks drawn ahead on a helper thread by %s", drawer)
+    elif no_kernel is None:
+        logger.info(
+            "draw_dropout_ahead is on: dropout masks drawn in the step by the C kernel (no helper thread: %s)",
+            _why_no_helper(),
+        )
+    else:  # torch's own draw in the step is what the run does without the lever
+        logger.info("draw_dropout_ahead is on but idle: no helper thread (%s) and %s", _why_no_helper(), no_kernel)
+        return None
+    return DropoutDrawsAhead(helper=helper)
+
+
+def _why_no_helper() -> str:
+    """Why :func:`dropout_draws_ahead_for` gives its lever no helper thread, in a few words."""
+    if torch.get_num_threads() < 2:
+        return "one torch thread"
+    return f"OMP_WAIT_POLICY is {os.environ.get('OMP_WAIT_POLICY', 'unset')}, not PASSIVE"
 
 
 def passive_wait_policy() -> bool:
@@ -176,7 +235,7 @@ class DropoutDrawsAhead:
 
     @contextlib.contextmanager
     def _recording(self, key: tuple) -> Iterator[None]:
-        torch_dropout = functional.dropout
+        torch_dropout = TORCH_DROPOUT
         start = torch.get_rng_state()
         calls: list[Draw] = []
         other_device = []
@@ -187,11 +246,8 @@ class DropoutDrawsAhead:
                 other_device.append(input.device.type != "cpu")
             return torch_dropout(input, p, training, inplace)
 
-        functional.dropout = recording
-        try:
+        with DropoutRoute(recording):
             yield
-        finally:
-            functional.dropout = torch_dropout
         if any(other_device):
             self._turn_off("a dropout input is not on the CPU (its generator is another)")
             return
@@ -224,7 +280,7 @@ class DropoutDrawsAhead:
 
     @contextlib.contextmanager
     def _drawing_ahead(self, key: tuple, record: tuple[Draw, ...]) -> Iterator[None]:
-        torch_dropout = functional.dropout
+        torch_dropout = TORCH_DROPOUT
         start = torch.get_rng_state()
         masks: queue.SimpleQueue = queue.SimpleQueue()
         stop = threading.Event()
@@ -268,11 +324,10 @@ class DropoutDrawsAhead:
 
         if helper is not None:
             helper.start()
-        functional.dropout = ahead
         try:
-            yield
+            with DropoutRoute(ahead):
+                yield
         finally:
-            functional.dropout = torch_dropout
             if not left_record:
                 stop.set()
                 if helper is not None:

@@ -175,18 +175,22 @@ def run_main(
     :func:`hf_icot.training.arguments.parse_recipe_args`), run ``main``, and end a bad input (``errors``) with its one
     sentence and exit status 1 instead of a traceback; a run stopped by its circumstances
     (:class:`hf_icot.errors.RunStopped`: preempted, diverged, out of disk space) ends with its sentence and its
-    ``exit_status`` (75 when preempted)."""
+    ``exit_status`` (75 when preempted).
+
+    The one process-wide setting it makes is asked for: with ``draw_dropout_ahead`` on (command line or ``--config``
+    file), ``OMP_WAIT_POLICY=PASSIVE`` before torch is imported, unless the environment names a policy."""
     import logging
     import os
     import sys
 
     from hf_icot.errors import PreemptedAfterTraining, RunPreempted, RunStopped
     from hf_icot.training.arguments import parse_recipe_args
+    from hf_icot.training.command_line import bool_flag_on
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    if "torch" not in sys.modules:  # libgomp reads it once, when torch is imported
-        # torch's threads sleep between parallel regions instead of spinning, so a core is free for the dropout
-        # draws of hf_icot.training.dropout_ahead (the same step time without it: bench/bench_dropout_draws.py).
+    if "torch" not in sys.modules and bool_flag_on("draw_dropout_ahead"):  # libgomp reads it once, at torch's import
+        # Asked for: torch's threads sleep between parallel regions instead of spinning, so a core is free for the
+        # dropout draws of hf_icot.training.dropout_ahead (the same step time without it: bench_dropout_draws.py).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         main(*(parse or parse_recipe_args)())

@@ -14,8 +14,9 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.training.fused_gelu`): the Python tanh GELU
   becomes torch's fused one, the same function to float rounding; and a right-padded batch no label reads loses its
   attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
-* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, :mod:`hf_icot.training.dropout_ahead`): on the CPU a
-  helper thread draws each training forward's dropout masks while it runs, the same numbers in torch's order.
+* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, off unless asked for; :mod:`hf_icot.training.dropout_ahead`):
+  on the CPU a helper thread draws each training forward's dropout masks while it runs, the same numbers in torch's
+  order; a run that asks for it logs one line saying so (it does nothing on a GPU).
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``, Coconut's ``reset_optimizer_every``): the
   Adam moments and step counts are cleared, skipped once the previous step kept no CoT token where the schedule says
   so (``skips_reset_without_cot``); the learning-rate schedule keeps following the global step.

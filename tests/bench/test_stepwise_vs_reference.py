@@ -39,6 +39,27 @@ def test_a_lever_side_takes_flag_equals_value(tmp_path, capsys) -> None:
     assert "is not FLAG=VALUE" in capsys.readouterr().err
 
 
+def test_a_lever_asked_for_is_on_every_side_of_ours_but_its_own_off_side(tmp_path, capsys) -> None:
+    from hf_icot.training.command_line import bool_flag_on
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("")
+    given = ["--lever", "draw_dropout_ahead=true", "--lever-off", "draw_dropout_ahead=false"]
+    args = run.parse_args(["--reference-repo", str(tmp_path), *given])
+
+    def recipe_flags(stage_eval: bool, lever: str = "") -> list[str]:
+        command = run.ours_command(args, tmp_path, tmp_path / "out", tmp_path / "clock.json", stage_eval, lever)
+        return command[5:]  # after python -c LAUNCHER clock recipe: what the launcher and the recipe read
+
+    # The launcher asks for PASSIVE threads, as a recipe's run_main does, exactly where the lever is on.
+    assert bool_flag_on("draw_dropout_ahead", recipe_flags(True))
+    assert bool_flag_on("draw_dropout_ahead", recipe_flags(False))
+    assert not bool_flag_on("draw_dropout_ahead", recipe_flags(False, "draw_dropout_ahead=false"))
+    with pytest.raises(SystemExit):
+        run.parse_args(["--reference-repo", str(tmp_path), "--lever", "draw_dropout_ahead"])
+    assert "--lever 'draw_dropout_ahead' is not FLAG=VALUE" in capsys.readouterr().err
+
+
 def test_a_side_that_fails_is_named_by_its_log(tmp_path) -> None:
     log = tmp_path / "ours_eval_on.log"
     with pytest.raises(SystemExit, match=rf"^ours_eval_on failed; see {log}$"):

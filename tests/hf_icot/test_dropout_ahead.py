@@ -1,8 +1,9 @@
 """Dropout's masks drawn ahead on a helper thread (hf_icot.training.dropout_ahead): the same losses, weights and
 generator state bit for bit as torch's own draws — when the forward keeps to its record, when it leaves it (put back),
-when it raises, and when something else draws (the lever turns itself off); SDPA attention with dropout runs as eager
-attention while training and comes back; ICoTTrainer uses the lever only where it can pay, and the recipes ask for
-sleeping OpenMP threads before torch is imported."""
+when it raises, and when something else draws (the lever turns itself off); another thread's dropout, during the
+forward, is torch's own; SDPA attention with dropout runs as eager attention while training and comes back; the lever
+is off unless asked for, a run that asks says so, ICoTTrainer uses it only where it can pay, and the recipes ask for
+sleeping OpenMP threads before torch is imported only when it is asked for."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import logging
 import os
 import subprocess
 import sys
+import threading
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,7 +21,14 @@ from torch.nn import functional
 from transformers import AutoModelForCausalLM, GPT2Config
 
 from hf_icot.data.tokenization import build_word_level_tokenizer
-from hf_icot.training.dropout_ahead import DropoutDrawsAhead, eager_attention_while
+from hf_icot.training import dropout_kernel
+from hf_icot.training.dropout_ahead import (
+    TORCH_DROPOUT,
+    DropoutDrawsAhead,
+    dropout_draws_ahead_for,
+    eager_attention_while,
+)
+from hf_icot.training.dropout_kernel import torch_dropout_mask
 from tests.hf_icot.tiny_task import counting_examples
 
 GPT2 = GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=1)
@@ -135,6 +145,35 @@ def test_a_run_whose_forwards_keep_leaving_their_records_turns_the_lever_off() -
     assert ahead.off_reason == "8 forwards left their records"
 
 
+def test_another_threads_dropout_during_the_forward_is_torchs_own() -> None:
+    # torch.nn.functional.dropout is never replaced: the lever routes only its own thread's calls, only during the
+    # forward. Another thread's dropout, from inside a forward drawn ahead, gets torch's own numbers and is not seen by
+    # the lever (with a module-wide swap it met the lever, which put the forward back).
+    seen = []
+
+    def another_thread_draws(module, args, output) -> None:  # the forward's masks are all drawn by now
+        def draw() -> None:
+            hidden, generator = torch.ones(3, 7), torch.Generator()
+            generator.set_state(torch.get_rng_state())
+            got = functional.dropout(hidden, 0.5)
+            expected = hidden * torch_dropout_mask((3, 7), torch.float32, 0.5, generator)
+            seen.append((functional.dropout is TORCH_DROPOUT, torch.equal(got, expected)))
+
+        thread = threading.Thread(target=draw)
+        thread.start()
+        thread.join()
+        seen.append(functional.dropout is TORCH_DROPOUT)  # this thread's too, in the forward
+
+    def change(step: int, model) -> None:
+        if step == 1:  # after the run's first forward, whose check counts every draw made while it runs
+            model.register_forward_hook(another_thread_draws)
+
+    ahead = DropoutDrawsAhead()
+    same_run_as_torch(ahead, change)  # the same numbers as torch's run with the same calls from the other thread
+    assert (ahead.forwards_ahead, ahead.put_back, ahead.off_reason) == (4, 0, None)
+    assert seen == [(True, True), True] * 10  # steps 1-5, each model
+
+
 def test_a_forward_that_raises_leaves_the_generator_where_torch_would() -> None:
     def fail_in_the_second_layer(module, args):
         raise RuntimeError("stop here")
@@ -208,7 +247,7 @@ def icot_trainer(tmp_path, attention: str = "sdpa", model_init: bool = False, **
 def test_icot_trainer_draws_ahead_where_it_pays_with_the_same_weights(tmp_path, two_threads_passive) -> None:
     trainers = []
     for name, options in [
-        ("ahead", {}),  # SDPA with attention dropout: eager attention while training
+        ("ahead", {"draw_dropout_ahead": True}),  # SDPA with attention dropout: eager attention while training
         ("eager", {"attention": "eager", "draw_dropout_ahead": False}),
         ("sdpa", {"draw_dropout_ahead": False}),
     ]:
@@ -227,7 +266,7 @@ def test_icot_trainer_draws_ahead_where_it_pays_with_the_same_weights(tmp_path, 
 def test_a_model_that_model_init_builds_in_train_draws_ahead_too(tmp_path, two_threads_passive) -> None:
     # Trainer.train() builds a new model with model_init, after the trainer was made: it gets a lever of its own (its
     # first forward checked again) and trains with eager attention, as a model given to the constructor does.
-    built = icot_trainer(tmp_path / "ahead", model_init=True)
+    built = icot_trainer(tmp_path / "ahead", model_init=True, draw_dropout_ahead=True)
     built.train()
     eager = icot_trainer(tmp_path / "eager", attention="eager", model_init=True, draw_dropout_ahead=False)
     eager.train()
@@ -239,7 +278,7 @@ def test_a_model_that_model_init_builds_in_train_draws_ahead_too(tmp_path, two_t
 def test_the_log_names_the_lever_only_where_a_forward_drew(tmp_path, two_threads_passive, caplog) -> None:
     lines = []
     for name, p in (("dropout", None), ("no_dropout", 0.0)):
-        trainer = icot_trainer(tmp_path / name)
+        trainer = icot_trainer(tmp_path / name, draw_dropout_ahead=True)
         for module in trainer.model.modules():
             if isinstance(module, torch.nn.Dropout) and p is not None:
                 module.p = p
@@ -252,17 +291,64 @@ def test_the_log_names_the_lever_only_where_a_forward_drew(tmp_path, two_threads
 
 
 def test_icot_trainer_draws_in_the_step_where_a_helper_cannot_pay(tmp_path, two_threads_passive, monkeypatch) -> None:
-    assert icot_trainer(tmp_path / "checkpointing", gradient_checkpointing=True).dropout_ahead is None
-    assert icot_trainer(tmp_path / "two_threads").dropout_ahead.helper
+    def lever(name: str, **options):
+        return icot_trainer(tmp_path / name, draw_dropout_ahead=True, **options).dropout_ahead
+
+    assert lever("checkpointing", gradient_checkpointing=True) is None
+    assert lever("two_threads").helper
+    # Without a helper the forward draws with the C kernel; without one either, the lever would change nothing.
+    in_step = (
+        (lambda ahead: not ahead.helper) if dropout_kernel.loaded() is not None else (lambda ahead: ahead is None)
+    )
     torch.set_num_threads(1)
-    assert not icot_trainer(tmp_path / "one_thread").dropout_ahead.helper
+    assert in_step(lever("one_thread"))
     torch.set_num_threads(2)
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert not icot_trainer(tmp_path / "spinning").dropout_ahead.helper
+    assert in_step(lever("spinning"))
 
 
-@pytest.mark.parametrize("given", [None, "ACTIVE"])
-def test_a_recipe_asks_for_sleeping_openmp_threads_before_torch_unless_told_otherwise(given) -> None:
+def test_the_lever_is_off_unless_asked_for_and_a_run_that_asks_says_so(tmp_path, two_threads_passive, caplog) -> None:
+    from hf_icot.training.config import ICoTConfig
+
+    assert ICoTConfig(output_dir=str(tmp_path / "defaults")).draw_dropout_ahead is False
+    lines = []
+    for name, options in (("not_asked", {}), ("asked", {"draw_dropout_ahead": True})):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="hf_icot.training.dropout_ahead"):
+            trainer = icot_trainer(tmp_path / name, **options)
+        lines.append([record.message for record in caplog.records if "draw_dropout_ahead" in record.message])
+        assert (trainer.dropout_ahead is not None) == bool(options)
+    drawer = "the C kernel" if dropout_kernel.loaded() is not None else "torch (no C kernel: "
+    assert lines[0] == [] and len(lines[1]) == 1
+    assert lines[1][0].startswith(
+        f"draw_dropout_ahead is on: dropout masks drawn ahead on a helper thread by {drawer}"
+    )
+
+
+def test_the_lever_asked_for_on_a_gpu_does_nothing_and_says_why(caplog) -> None:
+    args = SimpleNamespace(draw_dropout_ahead=True, device=torch.device("cuda"), gradient_checkpointing=False)
+    with caplog.at_level(logging.INFO, logger="hf_icot.training.dropout_ahead"):
+        assert dropout_draws_ahead_for(args, gpt2(), latent=False) is None
+    assert [record.message for record in caplog.records] == [
+        "draw_dropout_ahead is on but idle: this run trains on cuda, where the lever does nothing (it is for CPU "
+        "training)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flags", "given", "expected"),
+    [
+        ([], None, None),  # not asked for: the process is left as it is
+        (["--draw_dropout_ahead", "false"], None, None),
+        (["--draw_dropout_ahead", "true"], None, "PASSIVE"),
+        (["--config", "{config}"], None, "PASSIVE"),  # the YAML file asks for it
+        (["--config", "{config}", "--draw_dropout_ahead=no"], None, None),  # the command line wins
+        (["--draw_dropout_ahead"], "ACTIVE", "ACTIVE"),  # a policy the environment names is kept
+    ],
+)
+def test_a_recipe_asks_for_sleeping_openmp_threads_only_with_the_lever(tmp_path, flags, given, expected) -> None:
+    config = tmp_path / "lever.yaml"
+    config.write_text("draw_dropout_ahead: true\n", encoding="utf-8")
     script = (
         "import os, sys\n"
         "from hf_icot.training.recipe import run_main\n"
@@ -272,6 +358,7 @@ def test_a_recipe_asks_for_sleeping_openmp_threads_before_torch_unless_told_othe
     env = {key: value for key, value in os.environ.items() if key != "OMP_WAIT_POLICY"}
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    argv = [flag.format(config=config) for flag in flags]
+    done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert f"policy {given or 'PASSIVE'}" in done.stdout
+    assert f"policy {expected}" in done.stdout

@@ -1,19 +1,24 @@
 """torch's CPU dropout masks from the C kernel (hf_icot.training.dropout_kernel): the same masks and the same generator
 state as torch's own draw, bit for bit, at every offset of the Mersenne Twister's block; torch draws instead, saying
-why, without a compiler, with a build that fails, or when asked; a kernel that disagrees with torch is found by the
-lever's check on the first forward and turned off, and the run stays exact."""
+why, without a compiler, with a build that fails, or when asked; only a build of this user's is loaded (a cached file
+of another owner, writable by group or others, or not of its recorded SHA-256 is refused and built again, and so is
+one in a cache folder others could write to); a kernel that disagrees with torch is found by the lever's check on the
+first forward and turned off, and the run stays exact."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import shutil
+import stat
 
 import pytest
 import torch
 
 from hf_icot.training import dropout_kernel
 from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
-from hf_icot.training.dropout_kernel import DropoutKernel, torch_dropout_mask
+from hf_icot.training.dropout_kernel import DropoutKernel, record_of, torch_dropout_mask
 from tests.hf_icot.test_dropout_ahead import icot_trainer, same_run_as_torch, same_weights
 
 needs_compiler = pytest.mark.skipif(
@@ -79,17 +84,121 @@ def test_without_a_kernel_torch_draws_and_the_reason_is_named(fresh_kernel, monk
     assert dropout_kernel._load() == (None, "HF_ICOT_DROPOUT_KERNEL=0 in the environment")
 
 
+def this_users_build(library) -> bool:
+    """Whether ``library`` is owned by this user, mode 0700, with its SHA-256 recorded beside it (mode 0600)."""
+    info, record = os.stat(library), record_of(library)
+    recorded = record.read_text(encoding="ascii").strip()
+    return (
+        info.st_uid == os.geteuid()
+        and stat.S_IMODE(info.st_mode) == 0o700
+        and stat.S_IMODE(os.stat(record).st_mode) == 0o600
+        and recorded == hashlib.sha256(library.read_bytes()).hexdigest()
+    )
+
+
 @needs_compiler
 def test_a_build_is_reused_from_the_cache(fresh_kernel, monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     built = dropout_kernel._built()
     assert built.parent == tmp_path / "hf_icot" / "kernels" and built.name.startswith("dropout_kernel-")
+    assert stat.S_IMODE(os.stat(built.parent).st_mode) == 0o700 and this_users_build(built)
 
     def no_compiler(*args, **kwargs):
         raise AssertionError("compiled again")
 
     monkeypatch.setattr(dropout_kernel.subprocess, "run", no_compiler)
     assert dropout_kernel._built() == built
+
+
+#: A user id that is not this process's.
+OTHER_USER = os.geteuid() + 4242
+
+
+def give_to_another_user(path, monkeypatch) -> None:
+    """Make ``path`` another user's: ``chown`` as root; elsewhere, ``os.fstat``/``os.lstat`` report another owner for
+    that file (by its inode: a file built again is another inode)."""
+    if os.geteuid() == 0:
+        os.chown(path, OTHER_USER, -1)
+        return
+    inode = os.lstat(path).st_ino
+    for name in ("fstat", "lstat"):
+        real = getattr(os, name)
+
+        def reported(target, *args, real=real, **kwargs):
+            info = real(target, *args, **kwargs)
+            if info.st_ino != inode:
+                return info
+            fields = list(info[:10])
+            fields[stat.ST_UID] = OTHER_USER
+            return os.stat_result(fields)
+
+        monkeypatch.setattr(os, name, reported)
+
+
+def kernel_warnings(caplog) -> list[str]:
+    return [record.message for record in caplog.records if record.levelno >= logging.WARNING]
+
+
+@needs_compiler
+@pytest.mark.parametrize(
+    "tampering", ["another owner", "group-writable", "writable by others", "other bytes", "no record"]
+)
+def test_a_cached_kernel_this_user_did_not_build_is_refused_and_built_again(
+    fresh_kernel, monkeypatch, tmp_path, caplog, tampering
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    library = dropout_kernel._built()
+    if tampering == "another owner":
+        give_to_another_user(library, monkeypatch)
+        reason = f"is owned by uid {OTHER_USER}, not by this user (uid {os.geteuid()})"
+    elif tampering == "group-writable":
+        os.chmod(library, 0o770)
+        reason = "is writable by group or others (mode 770)"
+    elif tampering == "writable by others":
+        os.chmod(library, 0o702)
+        reason = "is writable by group or others (mode 702)"
+    elif tampering == "other bytes":
+        with open(library, "ab") as stream:
+            stream.write(b"\0")
+        reason = "does not match the SHA-256 recorded when it was built"
+    else:  # e.g. a build from before builds were recorded
+        record_of(library).unlink()
+        reason = f"has no SHA-256 recorded beside it ({record_of(library).name})"
+    with caplog.at_level(logging.WARNING, logger=dropout_kernel.__name__):
+        assert dropout_kernel._built() == library
+    assert kernel_warnings(caplog) == [f"refusing the cached dropout kernel: {library} {reason}; building it again"]
+    assert this_users_build(library)
+    assert dropout_kernel.loaded() is not None, dropout_kernel.why_not()
+
+
+@needs_compiler
+@pytest.mark.parametrize("folder", ["another owner", "group-writable"])
+def test_a_cache_folder_others_could_write_to_is_not_loaded_from(
+    fresh_kernel, monkeypatch, tmp_path, caplog, folder
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    library = dropout_kernel._built()
+    cache, inode = library.parent, os.stat(library).st_ino
+    if folder == "another owner":
+        give_to_another_user(cache, monkeypatch)
+    else:
+        os.chmod(cache, 0o775)
+    with caplog.at_level(logging.WARNING, logger=dropout_kernel.__name__):
+        built = dropout_kernel._built()
+    assert this_users_build(built) and stat.S_IMODE(os.stat(built.parent).st_mode) == 0o700
+    if folder == "another owner":  # a fresh private folder for this process instead
+        assert built.parent != cache and built.parent.name.startswith("hf_icot-kernels-")
+        assert kernel_warnings(caplog) == [
+            f"not using the kernel cache {cache} (owned by uid {OTHER_USER}, not by this user (uid {os.geteuid()})); "
+            f"building in {built.parent} for this process"
+        ]
+    else:  # made private again, and what it held built again
+        assert built == library and os.stat(library).st_ino != inode
+        assert kernel_warnings(caplog) == [
+            f"the kernel cache {cache} was writable by group or others (mode 775): made private (0700), and the "
+            "kernel in it is built again"
+        ]
+    assert dropout_kernel.loaded() is not None, dropout_kernel.why_not()
 
 
 class Disagreeing(DropoutKernel):
@@ -140,7 +249,8 @@ def test_icot_trainer_on_one_thread_draws_in_the_step_with_the_same_weights(tmp_
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        in_step = icot_trainer(tmp_path / "in_step")  # SDPA with attention dropout: eager attention while training
+        # SDPA with attention dropout: eager attention while training
+        in_step = icot_trainer(tmp_path / "in_step", draw_dropout_ahead=True)
         in_step.train()
         eager = icot_trainer(tmp_path / "eager", attention="eager", draw_dropout_ahead=False)
         eager.train()
