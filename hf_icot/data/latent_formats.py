@@ -28,11 +28,13 @@ the first ``after_question``.
   ``_tokenize_fn``). ``<|start-latent|>`` and ``<|end-latent|>`` take the places of its ``bot`` and ``eot``, ids it
   adds past the vocabulary; its latent thoughts are embeddings without a token, our ``<|latent|>`` slots. The student
   carries no CoT; the teacher's CoT is the kept steps joined by single spaces, tokenized as one text as CODI joins and
-  tokenizes GSM8K-Aug's. CODI distils at the last token of ``The answer is:``, or at the token after it where that one
-  is whitespace alone (Llama 3's and Qwen's tokenizers write the space before a number as a token of its own; CODI adds
-  one to the position for those model names). An answer is what follows the last ``The answer is:`` (CODI's
-  ``test.py`` scores the last number of the text). CODI decodes without its ``eot`` (its logits stop before the last
-  vocabulary row), so latent generation never picks ``<|end-latent|>`` in this format (:attr:`LatentFormat.never_generated`).
+  tokenizes GSM8K-Aug's. CODI distils at the last token of ``The answer is:``, or at the token after it for models
+  whose name says llama or qwen (their tokenizers write the space before a number as a token of its own; CODI adds one
+  to the position by the model's name, which this reads from the tokenizer's ``name_or_path``). Its ``test.py`` asks a question stripped, with its double spaces made
+  single (:meth:`LatentFormat.ask`); an answer is what follows the last ``The answer is:`` (``test.py`` scores the last
+  number of the text). CODI decodes without its ``eot`` (its logits stop before the last
+  vocabulary row), so latent generation never picks ``<|end-latent|>`` in this format
+  (:attr:`LatentFormat.never_generated`).
 """
 
 from __future__ import annotations
@@ -121,8 +123,8 @@ class LatentFormat:
         return self._codi_part(texts, keep_bos=False)
 
     def cot_ids(self, cots: Sequence[Sequence[str]]) -> list[list[int]]:
-        """The ids of teacher CoTs, each given by its steps: the steps' ids end to end (``hf_icot``, ``coconut``), or in
-        ``codi`` the steps joined by single spaces and tokenized as one text, as CODI does."""
+        """The ids of teacher CoTs, each given by its steps: the steps' ids end to end (``hf_icot``, ``coconut``), or
+        in ``codi`` the steps joined by single spaces and tokenized as one text, as CODI does."""
         if self.name != "codi":
             return [[token for ids in self.step_ids(steps) for token in ids] for steps in cots]
         return self._codi_part([" ".join(steps) for steps in cots], keep_bos=False)
@@ -186,6 +188,14 @@ class LatentFormat:
         start, latent, end = markers
         return [*question_ids, *self.after_question, start, *[latent] * n_latent, end, *self.after_end]
 
+    def ask(self, question: str, n_latent: int, markers: Sequence[int]) -> list[int]:
+        """The generation prompt of a question's text with ``n_latent`` slots (:meth:`prompt`), the question tokenized
+        as the method's own evaluation asks it: as in training, except in ``codi``, whose ``test.py`` strips the
+        question and makes its double spaces single first."""
+        if self.name == "codi":
+            question = question.strip().replace("  ", " ")
+        return self.prompt(self.question_ids([question])[0], n_latent, markers)
+
     def sequence(
         self,
         question_ids: Sequence[int],
@@ -213,7 +223,7 @@ class LatentFormat:
 
     def answer_offset(self, answer_ids: Sequence[int]) -> int:
         """The index, in ``answer_ids``, of the token whose hidden state CODI distils: the marker's last token (in
-        ``codi``, the whitespace-only token after it where there is one).
+        ``codi``, the token after it for a tokenizer named llama or qwen, as CODI moves on by the model's name).
 
         Raises:
             ValueError: ``codi`` answer ids that do not hold the marker's ids (CODI's search would stop there too).
@@ -227,9 +237,10 @@ class LatentFormat:
                 f"the answer ids {ids} do not hold those of {CODI_ANSWER_MARKER!r} ({marker}); CODI finds its "
                 "distillation position by them, so this tokenizer cannot train in its format."
             )
-        last = found + len(marker) - 1
-        after = ids[last + 1 : last + 2]
-        return last + 1 if after and not self.tokenizer.decode(after).strip() else last
+        # CODI moves one token on for models named llama or qwen (their tokenizers write the space before a number as
+        # a token of its own); it reads the name it loads the model and tokenizer by, as this reads the tokenizer's.
+        name = str(getattr(self.tokenizer, "name_or_path", "")).lower()
+        return found + len(marker) - (0 if "llama" in name or "qwen" in name else 1)
 
     # -- reading generations -------------------------------------------------------------------------------------
 

@@ -151,8 +151,8 @@ def _plan_latent(
 ) -> GenerationCase:
     """The question and ``<|start-latent|> <|latent|>×n <|end-latent|>`` in the layout's latent format (``hf_icot``:
     ``question <eos> <|start-latent|> … <|end-latent|>``; :meth:`hf_icot.data.latent_formats.LatentFormat.prompt`),
-    ``n`` from the layout (``latent``) or ``slots`` (``latent=k``); the model writes the CoT steps the slots do not stand
-    for, then the answer and its ``<eos>`` as the format closes them."""
+    ``n`` from the layout (``latent``) or ``slots`` (``latent=k``); the model writes the CoT steps the slots do not
+    stand for, then the answer and its ``<eos>`` as the format closes them."""
     from hf_icot.curriculum.layout import LATENT_TOKENS
     from hf_icot.data.encoding import token_id
     from hf_icot.data.latent_formats import LatentFormat
@@ -162,7 +162,7 @@ def _plan_latent(
     n_steps = len(example["cot"])
     n = layout.latent_slots(n_steps) if slots is None else slots
     replaced = layout.latent_replaced_steps(n_steps) if slots is None else n_steps
-    prompt = fmt.prompt(fmt.question_ids([example["question"]])[0], n, markers)
+    prompt = fmt.ask(example["question"], n, markers)
     written = sum(len(ids) for ids in fmt.step_ids(example["cot"][replaced:]))
     gold_cot = " ".join(example["cot"][replaced:])
     answer_length = len(fmt.answer_ids([example["answer"]])[0])

@@ -24,12 +24,13 @@ from the token after ``<eot>``, the teacher's after the question's separator) an
 (:meth:`~hf_icot.data.latent_formats.LatentFormat.answer_offset`). The teacher's CoT (its steps but the last, joined
 by spaces and tokenized as one text) is computed once per dataset (:meth:`CODIMethod.prepare_dataset`). What still
 differs, and why: CODI drops from training the rows whose answer does not start with a digit and those over
-``max_token_num`` (1000) tokens — data selection, which ``latent_json`` leaves to the user; it splits GSM8K-Aug's CoT at
-spaces and drops the last chunk where we drop the last :func:`hf_icot.cot.split_steps` step (the same on CoTs of
+``max_token_num`` (1000) tokens — data selection, which ``latent_json`` leaves to the user; it splits GSM8K-Aug's CoT
+at spaces and drops the last chunk where we drop the last :func:`hf_icot.cot.split_steps` step (the same on CoTs of
 ``<<…>>`` chunks); its GSM8K-Aug-NL, ProntoQA and CommonsenseQA branches are not reproduced. Its batches carry no
 attention mask after the question and no position ids, so a left-padded question is attended to and counted from
 the first column; ours mask padding and count each row from its first token (``--fix_attn_mask`` in CODI masks it
-too). The default format ``hf_icot`` is this toolkit's: ``####`` for "The answer is:" (distilled at its last token),
+too). Its ``test.py`` generates with a batch of at least 2 (its greedy step squeezes a batch of 1 away); ours takes
+any. The default format ``hf_icot`` is this toolkit's: ``####`` for "The answer is:" (distilled at its last token),
 ``<eos>`` separators, the teacher ``question <eos> cot <eos> #### answer <eos>``.
 """
 

@@ -46,7 +46,7 @@ def generate_latent(
     eos_to_write: int = EOS_TO_WRITE,
     never_generated: int | None = None,
 ) -> list[list[int]]:
-    """Greedy continuations of latent prompts (token ids, e.g. :meth:`hf_icot.methods.latent_batches.LatentRenderer.prompts`).
+    """Greedy continuations of latent prompts (token ids: :meth:`hf_icot.data.latent_formats.LatentFormat.ask`).
 
     Args:
         model: the causal LM (possibly PEFT-wrapped), with CODI's projection attached if it was trained with one.

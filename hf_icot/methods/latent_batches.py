@@ -93,8 +93,8 @@ class LatentRenderer:
     def render(
         self, examples: Sequence[Mapping[str, Any]], plans: Sequence[LatentPlan]
     ) -> tuple[dict[str, torch.Tensor], list[int]]:
-        """The batch (``input_ids``, ``attention_mask``, ``position_ids``, ``labels``, ``answer_positions``) and the CoT
-        tokens each row kept."""
+        """The batch (``input_ids``, ``attention_mask``, ``position_ids``, ``labels``, ``answer_positions``) and the
+        CoT tokens each row kept."""
         rows = [self.row(example, plan) for example, plan in zip(examples, plans)]
         # The column of each row's <|start-latent|> (coconut: of its first latent slot, None for a row without one).
         starts = [len(example["question_ids"]) + len(self.format.after_question) for example in examples]
