@@ -6,6 +6,10 @@
   ``{"question", "cot", "answer"}``, the CoT one string; its steps are split as :func:`hf_icot.cot.split_steps` splits
   the stepwise reference's (one step per ``<<…>>`` chunk), and a leading ``####`` is taken off the answer.
 
+The question and the steps keep the file's text as it is (a GSM8K question's double spaces included), as both methods'
+code reads it, so that their formats (``latent_format coconut`` / ``codi``) give their token ids; the answer is
+stripped.
+
 Each file is one split, named after the last part of its stem (``prosqa_valid`` -> ``validation``,
 ``gsm8k_aug_train`` -> ``train``; a stem without such a part names the split itself). A row with a missing field or an
 empty answer fails the whole build with one sentence naming the file, the row and the field; nothing is written.
@@ -24,7 +28,7 @@ from datasets_builder.source_files import check_config, config_name, split_files
 from hf_icot.cot import ANSWER_PREFIX, example_features, split_steps
 
 TASK_NAME = "latent_json"
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: texts kept as the files have them (1 collapsed whitespace)
 DESCRIPTION = (
     "Continuous-thought methods' data files in the shared schema: Coconut's JSON lists of question, steps (a list) "
     "and answer, or CODI's GSM8K-Aug rows of question, cot (one string, split into steps at its <<...>> chunks) and "
@@ -122,12 +126,11 @@ def to_example(row: object, file: Path, index: int, fmt: str) -> dict:
         steps = row["steps"]
         if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
             raise ValueError(f"{where}: 'steps' must be a list of strings (Coconut's format).")
-        steps = [" ".join(step.split()) for step in steps if step.strip()]
     else:
         if not isinstance(row["cot"], str):
             raise ValueError(f"{where}: 'cot' must be one string (CODI's format); use format coconut for a list.")
         steps = split_steps(row["cot"])
-    return {"question": " ".join(row["question"].split()), "cot": steps, "answer": " ".join(answer.split())}
+    return {"question": row["question"], "cot": list(steps), "answer": answer}
 
 
 def build(params: Params, progress: bool = False) -> datasets.DatasetDict:

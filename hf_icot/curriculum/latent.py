@@ -10,8 +10,9 @@
 
 Where the papers and their code are silent or this toolkit's format differs, these choices are ours:
 
-* a reasoning step is one entry of the data's ``cot`` list; Coconut's ``### answer`` is our ``#### answer`` and
-  CODI's "The answer is:" our ``####`` (distilled at its last token);
+* a reasoning step is one entry of the data's ``cot`` list; in the default ``latent_format hf_icot`` Coconut's
+  ``### answer`` is our ``#### answer`` and CODI's "The answer is:" our ``####`` (distilled at its last token), while
+  ``latent_format coconut`` / ``codi`` give their own token ids (:mod:`hf_icot.data.latent_formats`);
 * one marker pair, ``<|start-latent|>`` / ``<|end-latent|>``, serves both methods (Coconut's names; CODI's
   ``<bot>`` / ``<eot>``), added to the tokenizer with transformers' mean initialisation (Coconut's code copies
   ``<<``'s: the method's ``latent_token_init``);
@@ -43,7 +44,7 @@ from hf_icot.curriculum.base import (
     layout_option,
     option,
 )
-from hf_icot.curriculum.layout import SequenceLayout, check_choice
+from hf_icot.curriculum.layout import LATENT_FORMATS, SequenceLayout, check_choice
 
 #: When Coconut's optimizer state is reset: its code rebuilds AdamW at every epoch (its README says per stage);
 #: ``epoch_while_cot`` skips the reset once the previous step kept no CoT token (the stepwise reference's rule).
@@ -61,11 +62,20 @@ class LatentPlan(NamedTuple):
 @dataclass
 class LatentSchedule(Schedule):
     """What continuous-thought schedules share: a latent :class:`SequenceLayout` (whole steps from the left, no fill
-    or hint options) and :meth:`latent_plans`."""
+    or hint options, the text format ``latent_format``) and :meth:`latent_plans`."""
 
     units: ClassVar[tuple[str, ...]] = ("step",)
     sides: ClassVar[tuple[str, ...]] = ("left",)
+    #: The text formats this plan's method lays out (its own and this toolkit's).
+    latent_formats: ClassVar[tuple[str, ...]] = LATENT_FORMATS
     unit: str = layout_option("unit", "step")
+    latent_format: str = option(
+        "hf_icot",
+        "The latent sequences' text format: hf_icot (question <eos> markers [CoT] <eos> #### answer <eos>), coconut "
+        "(the token ids of Coconut's dataset.py: question\\n, steps\\n, ### answer) or codi (those of CODI's "
+        "train.py: The answer is: answer).",
+        choices=LATENT_FORMATS,
+    )
 
     def __post_init__(self) -> None:
         if self.fill != "drop" or self.hint or self.sequence_format != "hf_icot":
@@ -75,7 +85,17 @@ class LatentSchedule(Schedule):
                 f"{name} {value!r} does not apply to {self.name}: its removed steps become latent thoughts; leave "
                 f"{name} unset."
             )
+        if self.latent_format not in self.latent_formats:
+            raise ValueError(
+                f"latent_format {self.latent_format!r} is not allowed for {self.name}; choose one of "
+                f"{', '.join(self.latent_formats)}."
+            )
         super().__post_init__()
+
+    @property
+    def eos_removed(self) -> bool:
+        """Whether the layout drops the ``<eos>`` separators (CODI's ``remove_eos``; no other plan has it)."""
+        return False
 
     @property
     def layout(self) -> SequenceLayout:
@@ -87,7 +107,14 @@ class LatentSchedule(Schedule):
         a question gets at inference then."""
         thoughts, per_step = self.inference_thoughts(step)
         return SequenceLayout(
-            fill="drop", unit="step", side="left", latent=True, latent_thoughts=thoughts, latent_per_step=per_step
+            fill="drop",
+            unit="step",
+            side="left",
+            latent=True,
+            latent_thoughts=thoughts,
+            latent_per_step=per_step,
+            latent_format=self.latent_format,
+            remove_eos=self.eos_removed,
         )
 
     def inference_thoughts(self, step: int | None) -> tuple[int, int]:
@@ -123,6 +150,7 @@ class Coconut(LatentSchedule):
     """
 
     name: ClassVar[str] = "coconut"
+    latent_formats: ClassVar[tuple[str, ...]] = ("hf_icot", "coconut")
     c_thought: int = option(1, "Latent thoughts per replaced reasoning step (c).")
     epochs_per_stage: int = option(1, "Epochs per stage (stage s replaces the first s steps).")
     max_latent_stage: int | None = option(
@@ -246,10 +274,27 @@ class Coconut(LatentSchedule):
 @dataclass
 class CODI(LatentSchedule):
     """CODI's plan (``zhenyi4/codi``): one stage in which every example's CoT gives way to ``num_latent`` continuous
-    thoughts. Its teacher sequence, projection and losses are the method's (:mod:`hf_icot.methods.codi`)."""
+    thoughts. Its teacher sequence, projection and losses are the method's (:mod:`hf_icot.methods.codi`).
+
+    ``remove_eos`` (CODI's ``TrainingArguments.remove_eos``, default False as there; its training and test scripts
+    pass True) is declared here, on the plan, and carried by the layout (:attr:`SequenceLayout.remove_eos`) rather
+    than by the method's config: it changes the student sequence — no ``<eos>`` between the question and
+    ``<|start-latent|>``, none after ``<|end-latent|>`` — which latent generation must lay out the same way, as well as
+    the teacher's (no ``<eos>`` around its CoT). It belongs to CODI's format, so it needs ``latent_format codi``.
+    """
 
     name: ClassVar[str] = "codi"
+    latent_formats: ClassVar[tuple[str, ...]] = ("hf_icot", "codi")
     num_latent: int = option(6, "Continuous thoughts between the latent markers.")
+    remove_eos: bool = option(
+        False,
+        "Leave out the <eos> after the question and after <|end-latent|>, and around the teacher's CoT (CODI's "
+        "--remove_eos, True in its scripts); needs latent_format codi.",
+    )
+
+    @property
+    def eos_removed(self) -> bool:
+        return self.remove_eos
 
     def __post_init__(self) -> None:
         super().__post_init__()

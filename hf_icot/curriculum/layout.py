@@ -20,6 +20,9 @@ SEQUENCE_FORMATS = ("hf_icot", "reference")
 #: (:mod:`hf_icot.methods`). Added to the tokenizer as special tokens.
 START_LATENT_TOKEN, LATENT_TOKEN, END_LATENT_TOKEN = "<|start-latent|>", "<|latent|>", "<|end-latent|>"
 LATENT_TOKENS = (START_LATENT_TOKEN, LATENT_TOKEN, END_LATENT_TOKEN)
+#: The text formats of latent sequences (:mod:`hf_icot.data.latent_formats`): ``hf_icot`` (this toolkit's),
+#: ``coconut`` (the token ids of Coconut's ``dataset.py``), ``codi`` (those of CODI's ``train.py`` on GSM8K-Aug).
+LATENT_FORMATS = ("hf_icot", "coconut", "codi")
 
 
 def check_choice(what: str, value: Any, allowed: Sequence[str]) -> None:
@@ -52,6 +55,11 @@ class SequenceLayout:
             × the steps its last stage replaces).
         latent_per_step: Coconut's ``c_thought`` where a question of ``n`` steps gets at most ``n × c`` slots (Coconut's
             evaluation without ``pad_latent_to_max``); 0: every question gets ``latent_thoughts``.
+        latent_format: how a latent sequence's question, CoT steps and answer become token ids and what separates
+            them (:data:`LATENT_FORMATS`, :mod:`hf_icot.data.latent_formats`): ``hf_icot`` as above, ``coconut`` or
+            ``codi`` for those methods' own ids. Training and latent generation read it alike.
+        remove_eos: CODI's ``remove_eos``, in its format only: no ``<eos>`` after the question or after
+            ``<|end-latent|>`` (nor, in its teacher, around the CoT).
     """
 
     fill: str = "drop"
@@ -62,6 +70,8 @@ class SequenceLayout:
     latent: bool = False
     latent_thoughts: int = 0
     latent_per_step: int = 0
+    latent_format: str = "hf_icot"
+    remove_eos: bool = False
 
     def __post_init__(self) -> None:
         check_choice("removal fill", self.fill, FILLS)
@@ -84,6 +94,17 @@ class SequenceLayout:
                 "a latent layout replaces whole CoT steps from the left by latent thoughts: fill 'drop', unit 'step', "
                 f"side 'left', no hint, sequence_format 'hf_icot'; got fill={self.fill!r}, unit={self.unit!r}, "
                 f"side={self.side!r}, hint={self.hint}, sequence_format={self.sequence_format!r}."
+            )
+        check_choice("latent_format", self.latent_format, LATENT_FORMATS)
+        if self.latent_format != "hf_icot" and not self.latent:
+            raise ValueError(
+                f"latent_format {self.latent_format!r} lays out continuous-thought sequences; a layout without latent "
+                "thoughts takes latent_format 'hf_icot'."
+            )
+        if self.remove_eos and self.latent_format != "codi":
+            raise ValueError(
+                f"remove_eos true is CODI's format's option; it applies with latent_format 'codi', not "
+                f"{self.latent_format!r}."
             )
 
     @property

@@ -17,7 +17,6 @@ import torch
 from hf_icot.cot import ANSWER_PREFIX, PLACEHOLDER_TOKEN, TruncatedCoT, TruncationSpec, tokenize_steps, truncate
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.encoding import (
-    IGNORE_INDEX,
     checked_ids,
     decode_words,
     encode_example_with,
@@ -29,7 +28,8 @@ from hf_icot.data.encoding import (
     token_id,
     whitespace_vocabulary,
 )
-from hf_icot.data.rendering import ID_CUTS, render_on_ids
+from hf_icot.data.latent_formats import LatentFormat
+from hf_icot.data.rendering import ID_CUTS, render_on_ids, right_padded
 from hf_icot.data.row_checks import arrow_table
 from hf_icot.data.word_pieces import WordPieces, columns_by_words, splits_at_spaces
 
@@ -76,6 +76,10 @@ class ICoTCollator:
         placeholder = tokenizer.convert_tokens_to_ids(PLACEHOLDER_TOKEN)
         # None when the tokenizer lacks it: the example path then raises the error that names the token.
         self.placeholder_id = None if placeholder in (None, tokenizer.unk_token_id) else placeholder
+        # Coconut's or CODI's own ids (hf_icot.data.latent_formats); None: this toolkit's tokenization below.
+        self.latent_format = None
+        if self.layout.latent and self.layout.latent_format != "hf_icot":
+            self.latent_format = LatentFormat.of(tokenizer, self.layout)
         # Answers are found after the marker: a tokenizer that loses it trains on sequences evaluation cannot read
         # (transformers swaps in its own class for some model types whatever tokenizer_config.json names).
         try:
@@ -140,12 +144,13 @@ class ICoTCollator:
         distinct CoT step and answer worked out once and taken per row. For a byte-level BPE with GPT-2's split
         (:mod:`hf_icot.data.word_pieces`), in either sequence format, each distinct word is encoded once and every
         text's ids are its words' ids end to end. Any other batch goes row by row (which also raises the errors that
-        name an example)."""
-        vectorized = self._columns_by_lookup(table, indices)
-        if vectorized is None:
+        name an example). A latent format of a method's own goes through its rules
+        (:meth:`hf_icot.data.latent_formats.LatentFormat.prepared_columns`)."""
+        vectorized = None if self.latent_format is not None else self._columns_by_lookup(table, indices)
+        if vectorized is None and self.latent_format is None:
             vectorized = self._columns_by_words(table, indices)
         if vectorized is None:
-            out = self._tokenize_rows(
+            out = (self._tokenize_rows if self.latent_format is None else self.latent_format.prepared_columns)(
                 table.select(["question", "cot", "answer"]).to_pydict()
                 | (
                     {"example_id": table.column("example_id").to_pylist()}
@@ -287,12 +292,13 @@ class ICoTCollator:
             raise ValueError(
                 f"the dataset lacks the column(s) {', '.join(missing)}; hf_icot needs question, cot, answer."
             )
-        if layout is not None and layout.sequence_format != self.layout.sequence_format:
-            raise ValueError(
-                f"the collator encodes in sequence_format {self.layout.sequence_format!r} but the run's layout is "
-                f"{layout.sequence_format!r}; build the collator with the run's layout "
-                "(ICoTCollator(tokenizer, layout))."
-            )
+        for name in ("sequence_format", "latent_format", "remove_eos"):
+            if layout is not None and getattr(layout, name) != getattr(self.layout, name):
+                raise ValueError(
+                    f"the collator encodes in {name} {getattr(self.layout, name)!r} but the run's layout has "
+                    f"{getattr(layout, name)!r}; build the collator with the run's layout "
+                    "(ICoTCollator(tokenizer, layout))."
+                )
         if too_long not in ("error", "skip"):
             raise ValueError(f"too_long {too_long!r} is not allowed; choose error or skip.")
         if "question_ids" in dataset.column_names:
@@ -306,7 +312,9 @@ class ICoTCollator:
             prepared = prepared.with_format(dataset.format["type"], **dataset.format["format_kwargs"])
         if max_length is None:
             return prepared, 0
-        extra = 3 + (1 if layout is not None and layout.hint else 0)  # two <eos> separators, the final <eos>, the hint
+        # The <eos> separators and the final one (a latent format's own), and the hint.
+        separators = 3 if self.latent_format is None else self.latent_format.separators
+        extra = separators + (1 if layout is not None and layout.hint else 0)
         table = arrow_table(prepared)  # whole columns: a Python dict per row costs minutes on millions of rows
         lengths = (
             pc.list_value_length(table.column("question_ids")).to_numpy()
@@ -374,27 +382,7 @@ class ICoTCollator:
             encode_example_with(example, cut, self.tokenizer, eos, unk, reference)
             for example, cut in zip(examples, truncated)
         ]
-        width = max(len(item["input_ids"]) for item in encoded)
-        input_ids = np.full((len(encoded), width), self.pad_id, dtype=np.int64)
-        labels = np.full((len(encoded), width), IGNORE_INDEX, dtype=np.int64)
-        attention_mask = np.zeros((len(encoded), width), dtype=np.int64)
-        with_positions = any(cut.keep_position for cut in truncated)
-        position_ids = np.zeros((len(encoded), width), dtype=np.int64) if with_positions else None
-        for row, item in enumerate(encoded):
-            n = len(item["input_ids"])
-            input_ids[row, :n] = item["input_ids"]
-            labels[row, :n] = item["labels"]
-            attention_mask[row, :n] = 1
-            if position_ids is not None:
-                position_ids[row, :n] = item["position_ids"]
-        batch = {
-            "input_ids": torch.from_numpy(input_ids),
-            "attention_mask": torch.from_numpy(attention_mask),
-            "labels": torch.from_numpy(labels),
-        }
-        if position_ids is not None:
-            batch["position_ids"] = torch.from_numpy(position_ids)
-        return batch
+        return right_padded(encoded, self.pad_id, with_positions=any(cut.keep_position for cut in truncated))
 
     def render(self, examples: Sequence[Mapping[str, Any]], specs: Sequence[TruncationSpec]) -> dict[str, Any]:
         """Truncate each example with its spec and return the padded model batch (see :meth:`encode_batch`)."""

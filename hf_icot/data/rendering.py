@@ -1,6 +1,7 @@
 """A training batch cut on a prepared dataset's ids (``question_ids``, ``cot_ids``, ``answer_ids``) with array
 operations over the whole batch: what :meth:`hf_icot.data.collator.ICoTCollator.render_counted` uses for the specs it
-accepts, and what :func:`hf_icot.data.encoding.encode_example` gives example by example."""
+accepts, and what :func:`hf_icot.data.encoding.encode_example` gives example by example (padded into a batch by
+:func:`right_padded`)."""
 
 from __future__ import annotations
 
@@ -109,3 +110,29 @@ def render_on_ids(
             position_ids[moved, first] = position_ids[moved, first + 1] - 1
         batch["position_ids"] = torch.from_numpy(position_ids)
     return batch, (c_len - removed.sum(axis=1)).tolist()
+
+
+def right_padded(encoded: Sequence[Mapping[str, Any]], pad: int, with_positions: bool) -> dict[str, Any]:
+    """Examples encoded one by one (:func:`hf_icot.data.encoding.encode_example`) as one right-padded batch:
+    ``input_ids`` (``pad`` after each row), ``attention_mask``, ``labels`` (-100 on padding) and, ``with_positions``,
+    each row's ``position_ids`` (0 on padding)."""
+    width = max(len(item["input_ids"]) for item in encoded)
+    input_ids = np.full((len(encoded), width), pad, dtype=np.int64)
+    labels = np.full((len(encoded), width), IGNORE_INDEX, dtype=np.int64)
+    attention_mask = np.zeros((len(encoded), width), dtype=np.int64)
+    position_ids = np.zeros((len(encoded), width), dtype=np.int64) if with_positions else None
+    for row, item in enumerate(encoded):
+        n = len(item["input_ids"])
+        input_ids[row, :n] = item["input_ids"]
+        labels[row, :n] = item["labels"]
+        attention_mask[row, :n] = 1
+        if position_ids is not None:
+            position_ids[row, :n] = item["position_ids"]
+    batch = {
+        "input_ids": torch.from_numpy(input_ids),
+        "attention_mask": torch.from_numpy(attention_mask),
+        "labels": torch.from_numpy(labels),
+    }
+    if position_ids is not None:
+        batch["position_ids"] = torch.from_numpy(position_ids)
+    return batch

@@ -15,7 +15,9 @@ A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :
   ``<eos> #### answer <eos>``;
 * ``"latent"`` / ``"latent=k"`` — continuous-thought models (Coconut, CODI): prompt ``question <eos>
   <|start-latent|> <|latent|>×n <|end-latent|>`` (n from the run's layout, or k), each slot fed the hidden state
-  before it (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``.
+  before it (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``. In
+  the layout's ``coconut`` or ``codi`` format the prompt, where the continuation ends and how its answer is read are
+  that method's (:mod:`hf_icot.data.latent_formats`).
   ``latent/forward_passes`` is the mean number of decoder passes an answer took (its thoughts and its tokens);
 * ``"reference"`` — the stepwise reference's protocol: the explicit prompt, free generation, and exact match of the
   ``#### answer`` read from the decoded continuation with commas removed
@@ -47,6 +49,7 @@ import torch
 from hf_icot.cot import ANSWER_PREFIX
 from hf_icot.curriculum.layout import LATENT_TOKEN, SequenceLayout
 from hf_icot.data.encoding import reference_answer, split_generation
+from hf_icot.data.latent_formats import LatentFormat
 from hf_icot.data.loading import split_order
 from hf_icot.evaluation.generation import generate_batched, generate_with_empty_cot_shifts
 from hf_icot.evaluation.metrics import load_exact_match
@@ -74,6 +77,7 @@ def generate_in_mode(
     max_new_tokens: int,
     batch_size: int,
     synced_gpus: bool | None = None,
+    layout: SequenceLayout | None = None,
 ) -> list[list[int]]:
     """The continuations of ``cases``, each one example asked in ``mode``: the one place a mode chooses how it
     generates.
@@ -87,10 +91,11 @@ def generate_in_mode(
     Args:
         synced_gpus: keep every process stepping until all are done (FSDP, DeepSpeed ZeRO-3); None: ``generate``
             decides.
+        layout: the run's layout; in latent mode its text format says where a continuation ends (default: ``hf_icot``).
     """
     prompts = [case.prompt for case in cases]
     if parse_mode(mode)[0] == "latent":
-        return _generate_latent(model, tokenizer, prompts, max_new_tokens, batch_size)
+        return _generate_latent(model, latent_format(tokenizer, layout), prompts, max_new_tokens, batch_size)
     shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
     sync = {} if synced_gpus is None else {"synced_gpus": synced_gpus}
     if any(case.empty_cot_shift for case in cases):
@@ -101,18 +106,34 @@ def generate_in_mode(
     return generate_batched(model, tokenizer, prompts, max_new_tokens, batch_size, position_shifts=shifts, **sync)
 
 
+def latent_format(tokenizer: Any, layout: SequenceLayout | None) -> LatentFormat:
+    """The text format latent mode asks and reads in: the layout's (``hf_icot`` for a layout without latent
+    thoughts)."""
+    return LatentFormat.of(tokenizer, layout) if layout is not None and layout.latent else LatentFormat(tokenizer)
+
+
 def _generate_latent(
-    model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], max_new_tokens: int, batch_size: int
+    model: torch.nn.Module, fmt: LatentFormat, prompts: list[list[int]], max_new_tokens: int, batch_size: int
 ) -> list[list[int]]:
     """Latent prompts through :func:`hf_icot.methods.generation.generate_latent` (latent passes, then greedy decoding
-    from the KV cache)."""
-    from hf_icot.data.encoding import eos_id, token_id
+    from the KV cache), each continuation ending where its format closes the answer."""
+    from hf_icot.data.encoding import token_id
     from hf_icot.methods.generation import generate_latent
 
-    eos = eos_id(tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    tokenizer = fmt.tokenizer
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else fmt.eos
     latent = token_id(tokenizer, LATENT_TOKEN)
-    return generate_latent(model, prompts, latent, eos, pad, max_new_tokens, batch_size)
+    return generate_latent(
+        model,
+        prompts,
+        latent,
+        fmt.eos,
+        pad,
+        max_new_tokens,
+        batch_size,
+        eos_to_write=fmt.eos_to_write,
+        never_generated=fmt.never_generated,
+    )
 
 
 def _shared_between_processes(
@@ -238,14 +259,19 @@ def _evaluate_split(
         cases = [plan_generation(example, tokenizer, mode, layout) for example in examples]
         limit = max_new_tokens if max_new_tokens is not None else max_new_tokens_for(cases)
         start = time.perf_counter()
-        generate = partial(generate_in_mode, model, tokenizer, mode, max_new_tokens=limit, batch_size=batch_size)
+        generate = partial(
+            generate_in_mode, model, tokenizer, mode, max_new_tokens=limit, batch_size=batch_size, layout=layout
+        )
         continuations = _shared_between_processes(cases, accelerator, generate)
         seconds = max(time.perf_counter() - start, 1e-9)
 
-        # A latent prompt is continued as an explicit one: the CoT left to write, <eos>, #### answer <eos>.
-        written = "explicit" if prompt_mode == "latent" else prompt_mode
-        parsed = [split_generation(ids, tokenizer, written) for ids in continuations]
         gold_answers = [ex["answer"] for ex in examples]
+        if prompt_mode == "latent":  # the CoT left to write and the answer, as the run's latent format writes them
+            fmt = latent_format(tokenizer, layout)
+            parsed = [fmt.read(ids) for ids in continuations]
+            gold_answers = [fmt.gold_answer(answer) for answer in gold_answers]
+        else:
+            parsed = [split_generation(ids, tokenizer, prompt_mode) for ids in continuations]
         predicted_answers = [answer for _, answer in parsed]
         if mode == REFERENCE_MODE:
             predicted_answers = [

@@ -149,20 +149,24 @@ def plan_generation(
 def _plan_latent(
     example: Mapping[str, Any], tokenizer: Any, slots: int | None, layout: SequenceLayout
 ) -> GenerationCase:
-    """``question <eos> <|start-latent|> <|latent|>×n <|end-latent|>``: ``n`` from the layout (``latent``) or ``slots``
-    (``latent=k``); the model writes the CoT steps the slots do not stand for, then ``<eos> #### answer <eos>``."""
+    """The question and ``<|start-latent|> <|latent|>×n <|end-latent|>`` in the layout's latent format (``hf_icot``:
+    ``question <eos> <|start-latent|> … <|end-latent|>``; :meth:`hf_icot.data.latent_formats.LatentFormat.prompt`),
+    ``n`` from the layout (``latent``) or ``slots`` (``latent=k``); the model writes the CoT steps the slots do not
+    stand for, then the answer and its ``<eos>`` as the format closes them."""
     from hf_icot.curriculum.layout import LATENT_TOKENS
     from hf_icot.data.encoding import token_id
+    from hf_icot.data.latent_formats import LatentFormat
 
-    start, latent, end = (token_id(tokenizer, token) for token in LATENT_TOKENS)
+    fmt = LatentFormat.of(tokenizer, layout) if layout.latent else LatentFormat(tokenizer)
+    markers = [token_id(tokenizer, token) for token in LATENT_TOKENS]
     n_steps = len(example["cot"])
     n = layout.latent_slots(n_steps) if slots is None else slots
     replaced = layout.latent_replaced_steps(n_steps) if slots is None else n_steps
-    prompt = encode_prompt(example["question"], tokenizer, mode="explicit", layout=layout) + [start]
-    _, step_tokens, answer_ids = encode_parts(example, tokenizer, layout)
-    written = sum(len(tokens) for tokens in step_tokens[replaced:])
+    prompt = fmt.ask(example["question"], n, markers)
+    written = sum(len(ids) for ids in fmt.step_ids(example["cot"][replaced:]))
     gold_cot = " ".join(example["cot"][replaced:])
-    return GenerationCase([*prompt, *[latent] * n, end], None, gold_cot, written + 1 + len(answer_ids) + 1)
+    answer_length = len(fmt.answer_ids([example["answer"]])[0])
+    return GenerationCase(prompt, None, gold_cot, written + len(fmt.after_cot) + answer_length + 1)
 
 
 def _kept_under_hint(example: Mapping[str, Any], tokenizer: Any, hint: int, layout: SequenceLayout) -> TruncatedCoT:

@@ -38,7 +38,8 @@ class Method:
         schedule: the run's curriculum (:class:`hf_icot.curriculum.Schedule`).
         config: the method's options (an instance of :attr:`config_class`; default: its defaults).
 
-    The trainer calls, in this order: :meth:`prepare_model` (before the Trainer wraps the model), :meth:`render` for
+    The trainer calls, in this order: :meth:`prepare_dataset` on every dataset the collator prepared,
+    :meth:`prepare_model` (before the Trainer wraps the model), :meth:`render` for
     every micro-batch at its exact optimizer step, :meth:`compute_loss` in every forward, :meth:`logs` with every
     training log, :meth:`save_files` / :meth:`load_files` beside every saved model and checkpoint.
     """
@@ -60,6 +61,11 @@ class Method:
 
     def prepare_model(self, model: Any, tokenizer: Any, seed: int, max_cot_steps: int | None) -> None:
         """Ready ``model`` for training before the Trainer wraps it (extra modules, a forward of its own)."""
+
+    def prepare_dataset(self, dataset: Any, tokenizer: Any) -> Any:
+        """``dataset``, prepared by the collator, with the method's own id columns added once (what its rendering
+        reads beyond the collator's columns; the collator's ``rendering_view`` keeps them): none here."""
+        return dataset
 
     def render(
         self, examples: Sequence[Mapping[str, Any]], step: int, training: bool, collator: Any

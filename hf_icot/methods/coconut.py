@@ -9,8 +9,20 @@ plan, and its loss is the cross entropy of the latent sequence's labels: the rem
 
 Its option ``latent_token_init`` copies a named token's input-embedding and output rows into the three latent markers'
 before training, as its ``run.py`` copies ``<<``'s; unset, the markers keep transformers' mean initialisation (drawn
-when the tokenizer was widened). Where its format and this toolkit's differ, these choices are ours: a reasoning step
-is one entry of the data's ``cot`` list, and its ``### answer`` is our ``#### answer``.
+when the tokenizer was widened).
+
+**Text format** (the plan's ``latent_format``, :mod:`hf_icot.data.latent_formats`): ``coconut`` gives the token ids,
+labels, attention masks and position ids of Coconut's ``dataset.py`` — ``tokenizer.encode(question + "\n")`` with
+special tokens, each step ``+ "\n"`` and ``"### " + answer`` without, then ``<eos>``, at every stage, ``c_thought``,
+``pad_latent_to_max`` and ``max_latent_stage`` — and its ``MyCollator``'s padding: only the rows that have a latent
+slot are left-padded, so that their first slots share a column, the rest right-padded with the pad token (its
+``run.py`` sets pad = eos), position ids 0 on padding. A reasoning step is one entry of the data's ``cot`` list, as one
+entry of its ``steps``. Latent generation asks ``question\n <|start-latent|> <|latent|>×n <|end-latent|>`` (its
+``get_question_latent_dataset``) and reads the answer after the last ``#``, commas removed, as its ``run.py``. What
+still differs: its ``generate`` takes one question at a time and recomputes the sequence at every token (ours batches
+and caches, the same greedy tokens), and it appends its first generated token even when that is ``<eos>``, where ours
+stops. The default format ``hf_icot`` is this toolkit's: ``question <eos> … <|end-latent|> [steps] <eos> #### answer
+<eos>``, every row aligned on its ``<|start-latent|>``.
 """
 
 from __future__ import annotations

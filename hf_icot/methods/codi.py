@@ -15,8 +15,23 @@ Each fed-back thought optionally goes through CODI's projection (``use_prj``:
 :class:`~hf_icot.methods.latent_forward.LatentProjection`), drawn from the run's seed, saved beside every model and
 checkpoint as ``latent_projection.safetensors`` and read back on resume.
 
-Where CODI's code and this toolkit's format differ, these choices are ours: its "The answer is:" is our ``####``
-(distilled at its last token); its ``<bot>`` / ``<eot>`` are our ``<|start-latent|>`` / ``<|end-latent|>``.
+**Text format** (the plan's ``latent_format`` and ``remove_eos``, :mod:`hf_icot.data.latent_formats`): ``codi`` gives
+the token ids of CODI's ``train.py`` on GSM8K-Aug — student ``question [<eos>] <bot> thoughts <eot> [<eos>] The answer
+is: answer <eos>``, teacher ``question [<eos>] CoT [<eos>] The answer is: answer <eos>``, the bracketed ``<eos>``
+gone under ``remove_eos`` — with its ``bot`` / ``eot`` (ids it appends past the vocabulary) as our
+``<|start-latent|>`` / ``<|end-latent|>`` and each thought a ``<|latent|>`` slot; the labels are theirs (the student's
+from the token after ``<eot>``, the teacher's after the question's separator) and distillation sits at their positions
+(:meth:`~hf_icot.data.latent_formats.LatentFormat.answer_offset`). The teacher's CoT (its steps but the last, joined
+by spaces and tokenized as one text) is computed once per dataset (:meth:`CODIMethod.prepare_dataset`). What still
+differs, and why: CODI drops from training the rows whose answer does not start with a digit and those over
+``max_token_num`` (1000) tokens — data selection, which ``latent_json`` leaves to the user; it splits GSM8K-Aug's CoT
+at spaces and drops the last chunk where we drop the last :func:`hf_icot.cot.split_steps` step (the same on CoTs of
+``<<…>>`` chunks); its GSM8K-Aug-NL, ProntoQA and CommonsenseQA branches are not reproduced. Its batches carry no
+attention mask after the question and no position ids, so a left-padded question is attended to and counted from
+the first column; ours mask padding and count each row from its first token (``--fix_attn_mask`` in CODI masks it
+too). Its ``test.py`` generates with a batch of at least 2 (its greedy step squeezes a batch of 1 away); ours takes
+any. The default format ``hf_icot`` is this toolkit's: ``####`` for "The answer is:" (distilled at its last token),
+``<eos>`` separators, the teacher ``question <eos> cot <eos> #### answer <eos>``.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ import torch
 
 from hf_icot.curriculum.base import check_at_least, option
 from hf_icot.curriculum.layout import check_choice
+from hf_icot.data.latent_formats import LatentFormat
 from hf_icot.methods.base import MethodConfig
 from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy
 from hf_icot.methods.latent_batches import padded_rows, step_token_counts
@@ -43,6 +59,8 @@ from hf_icot.methods.latent_forward import (
 )
 
 DISTILL_LOSSES = ("smooth_l1", "l2")
+#: The column :meth:`CODIMethod.prepare_dataset` adds in CODI's format: each teacher CoT's ids.
+TEACHER_COT = "teacher_cot_ids"
 #: The keys of the teacher half of a batch (the student half has the usual ``input_ids``, ``labels``, …).
 TEACHER_KEYS = ("teacher_input_ids", "teacher_attention_mask", "teacher_labels", "teacher_answer_positions")
 
@@ -144,17 +162,41 @@ class CODIMethod(LatentMethod):
             )
         attach_projection(model, projection)
 
+    def prepare_dataset(self, dataset: Any, tokenizer: Any) -> Any:
+        """In CODI's format, add ``teacher_cot_ids``: each teacher CoT (its steps but the last unless
+        ``include_last_cot``) joined and tokenized as CODI does (:meth:`LatentFormat.cot_ids`), once per dataset."""
+        layout = self.schedule.layout
+        if layout.latent_format != "codi" or TEACHER_COT in dataset.column_names:
+            return dataset
+        fmt = LatentFormat.of(tokenizer, layout)
+
+        def teacher_cots(batch: dict[str, list]) -> dict[str, list]:
+            return {TEACHER_COT: fmt.cot_ids([cot[: self.config.teacher_steps(len(cot))] for cot in batch["cot"]])}
+
+        return dataset.map(teacher_cots, batched=True, desc="hf_icot: CODI's teacher CoTs")
+
     def extra_batch(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        """The teacher half: ``question <eos> cot <eos> #### answer <eos>``, right-padded, labelled after the first
-        ``<eos>``."""
-        rows, firsts = [], []
-        eos = self.renderer.eos
+        """The teacher half: ``question <eos> cot <eos> #### answer <eos>`` in the ``hf_icot`` format (CODI's own in
+        its format, :meth:`LatentFormat.teacher`), right-padded, labelled after the question's separator.
+
+        Raises:
+            ValueError: examples in CODI's format without ``teacher_cot_ids`` (:meth:`prepare_dataset` adds them).
+        """
+        fmt = self.renderer.format
+        rows = []
         for example in examples:
-            keep = self.config.teacher_steps(example["n_cot_steps"])
-            cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
-            rows.append([*example["question_ids"], eos, *cot, eos, *example["answer_ids"], eos])
-            firsts.append(len(example["question_ids"]) + 1)
-        batch = padded_rows(self.renderer, rows, firsts)
+            if fmt.name == "codi":
+                if TEACHER_COT not in example:
+                    raise ValueError(
+                        f"CODI's format needs each example's {TEACHER_COT}; prepare the dataset with the method's "
+                        "prepare_dataset after the collator's (ICoTTrainer does)."
+                    )
+                cot = list(example[TEACHER_COT])
+            else:
+                keep = self.config.teacher_steps(example["n_cot_steps"])
+                cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
+            rows.append(fmt.teacher(example["question_ids"], cot, example["answer_ids"]))
+        batch = padded_rows([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], self.renderer.pad)
         return {f"teacher_{key}": batch[key] for key in ("input_ids", "attention_mask", "labels", "answer_positions")}
 
     def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:

@@ -1,7 +1,8 @@
-"""Latent generation: each prompt ``question <eos> <|start-latent|> <|latent|>×n <|end-latent|>`` goes through the
-latent forward (one pass per latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`), then greedy
-decoding continues from its KV cache, a batch of left-padded prompts at a time, until each row has written the two
-``<eos>`` that close its CoT and its answer (or ``max_new_tokens``).
+"""Latent generation: each prompt — the question, ``<|start-latent|> <|latent|>×n <|end-latent|>`` in the run's
+text format (:meth:`hf_icot.data.latent_formats.LatentFormat.prompt`) — goes through the latent forward (one pass per
+latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`), then greedy decoding continues from its
+KV cache, a batch of left-padded prompts at a time, until each row has written the ``<eos>`` that close its answer
+(``hf_icot``: two, closing its CoT and its answer; Coconut's and CODI's formats: one) or ``max_new_tokens``.
 
 Coconut's own generation takes one question at a time and recomputes the whole sequence at every token; this one
 batches and caches, with the same greedy tokens. A latent thought costs a forward pass: :class:`LatentCost` counts
@@ -19,7 +20,8 @@ import torch
 from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states, projection_of
 from hf_icot.modeling.sizing import context_length
 
-#: ``<eos>`` a latent prompt's continuation needs: the one closing its CoT, the one closing its answer.
+#: ``<eos>`` a latent prompt's continuation needs in the ``hf_icot`` format: the one closing its CoT, the one closing
+#: its answer (:attr:`hf_icot.data.latent_formats.LatentFormat.eos_to_write`).
 EOS_TO_WRITE = 2
 
 
@@ -41,14 +43,19 @@ def generate_latent(
     max_new_tokens: int,
     batch_size: int = 64,
     cost: LatentCost | None = None,
+    eos_to_write: int = EOS_TO_WRITE,
+    never_generated: int | None = None,
 ) -> list[list[int]]:
-    """Greedy continuations of latent prompts (token ids, e.g. :meth:`hf_icot.data.latent.LatentRenderer.prompts`).
+    """Greedy continuations of latent prompts (token ids: :meth:`hf_icot.data.latent_formats.LatentFormat.ask`).
 
     Args:
         model: the causal LM (possibly PEFT-wrapped), with CODI's projection attached if it was trained with one.
         max_new_tokens: at most this many tokens per continuation (and never past the model's context).
         batch_size: prompts per batch (sorted by length, so batches carry little padding).
         cost: filled with the passes and tokens spent, when given.
+        eos_to_write: a continuation ends at its ``eos_to_write``-th ``<eos>`` (the format's
+            :attr:`~hf_icot.data.latent_formats.LatentFormat.eos_to_write`).
+        never_generated: a token id greedy decoding never picks (CODI's ``eot``: ``<|end-latent|>``), or None.
 
     Returns:
         Per prompt, in order, its generated ids up to and with the ``<eos>`` that closes the answer.
@@ -59,7 +66,11 @@ def generate_latent(
     """
     if not prompts:
         raise ValueError("generate_latent got no prompts; pass at least one list of token ids.")
-    for what, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
+    for what, value in (
+        ("max_new_tokens", max_new_tokens),
+        ("batch_size", batch_size),
+        ("eos_to_write", eos_to_write),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} {value!r} is not allowed; it must be an integer >= 1.")
     lm = causal_lm_of(model)
@@ -80,7 +91,13 @@ def generate_latent(
             for start in range(0, len(order), batch_size):
                 batch = order[start : start + batch_size]
                 rows = _generate_batch(
-                    lm, [prompts[i] for i in batch], latent_id, eos_id, pad_id, max_new_tokens, projection, cost
+                    lm,
+                    [prompts[i] for i in batch],
+                    (latent_id, eos_id, pad_id, never_generated),
+                    max_new_tokens,
+                    eos_to_write,
+                    projection,
+                    cost,
                 )
                 for i, row in zip(batch, rows):
                     results[i] = row
@@ -92,13 +109,13 @@ def generate_latent(
 def _generate_batch(
     lm: Any,
     prompts: list[Sequence[int]],
-    latent_id: int,
-    eos_id: int,
-    pad_id: int,
+    ids_of: tuple[int, int, int, int | None],
     max_new_tokens: int,
+    eos_to_write: int,
     projection: Any,
     cost: LatentCost | None,
 ) -> list[list[int]]:
+    latent_id, eos_id, pad_id, never_generated = ids_of
     device = lm.get_input_embeddings().weight.device
     width = max(len(prompt) for prompt in prompts)
     context = context_length(lm)
@@ -114,11 +131,11 @@ def _generate_batch(
     hidden, _, cache = latent_hidden_states(lm, ids, mask, positions, latent_id, projection, keep_cache=True)
     passes = int((ids == latent_id).any(dim=0).sum()) + 1
     decoder, head, embed = lm.get_decoder(), lm.get_output_embeddings(), lm.get_input_embeddings()
-    token = head(hidden[:, -1]).argmax(dim=-1)  # (B,)
+    token = _greedy(head(hidden[:, -1]), never_generated)  # (B,)
     position = positions[:, -1]
     generated = [token]
     eos_seen = (token == eos_id).long()
-    while len(generated) < max_new_tokens and not bool((eos_seen >= EOS_TO_WRITE).all()):
+    while len(generated) < max_new_tokens and not bool((eos_seen >= eos_to_write).all()):
         position = position + 1
         mask = torch.cat([mask, mask.new_ones((len(prompts), 1))], dim=1)
         out = decoder(
@@ -129,15 +146,23 @@ def _generate_batch(
             use_cache=True,
         )
         passes += 1
-        token = head(out.last_hidden_state[:, -1]).argmax(dim=-1)
+        token = _greedy(head(out.last_hidden_state[:, -1]), never_generated)
         generated.append(token)
         eos_seen += (token == eos_id).long()
     tokens = torch.stack(generated, dim=1).tolist()  # (B, steps)
     out_rows = []
     for row in tokens:  # a finished row went on with filler until its batch ended
         eos_at = [index for index, value in enumerate(row) if value == eos_id]
-        out_rows.append(row[: eos_at[EOS_TO_WRITE - 1] + 1] if len(eos_at) >= EOS_TO_WRITE else row)
+        out_rows.append(row[: eos_at[eos_to_write - 1] + 1] if len(eos_at) >= eos_to_write else row)
     if cost is not None:
         cost.forward_passes += passes
         cost.generated_tokens += sum(len(row) for row in out_rows)
     return out_rows
+
+
+def _greedy(logits: torch.Tensor, never_generated: int | None) -> torch.Tensor:
+    """``(B, V)`` logits -> ``(B,)`` greedy tokens, never ``never_generated``."""
+    if never_generated is not None:
+        logits = logits.clone()
+        logits[:, never_generated] = float("-inf")
+    return logits.argmax(dim=-1)

@@ -66,7 +66,7 @@ class LatentMethod(Method):
 
     def make_renderer(self, tokenizer: Any) -> LatentRenderer:
         """The renderer of this method's sequences."""
-        return LatentRenderer(tokenizer)
+        return LatentRenderer(tokenizer, self.schedule.layout)
 
     def attach_modules(self, model: Any, seed: int) -> None:
         """Hang the method's own modules on the model (drawn from ``seed``); none here."""

@@ -1,14 +1,17 @@
 """Batches for continuous-thought methods (:mod:`hf_icot.methods.latent`), from a prepared dataset's ids.
 
-A latent sequence is ``question <eos> <|start-latent|> <|latent|>×n <|end-latent|> [kept CoT] <eos> #### answer <eos>``
-(:attr:`hf_icot.curriculum.layout.SequenceLayout.latent`): the first ``skip_steps`` CoT steps are gone and ``n`` latent
-slots stand in their place. The labels are the kept CoT, the ``<eos>`` after it and ``#### answer <eos>`` — never the
+A latent sequence is the question, ``<|start-latent|> <|latent|>×n <|end-latent|>``, the kept CoT steps and the answer,
+in the layout's text format (:class:`hf_icot.data.latent_formats.LatentFormat`; ``hf_icot``: ``question <eos>
+<|start-latent|> <|latent|>×n <|end-latent|> [kept CoT] <eos> #### answer <eos>``): the first ``skip_steps`` CoT steps
+are gone and ``n`` latent slots stand in their place. The labels are what follows ``<|end-latent|>`` — never the
 question, the markers or the slots (Coconut's labels).
 
-Rows are **left-padded so that their ``<|start-latent|>`` markers share a column** (Coconut's collator aligns the
-first latent slot the same way): the latent forward then feeds the hidden states back one column at a time, every row
-at once, reusing the KV cache. Position ids count each row's real tokens from 0; padding is masked. Every row also
-carries the position of the token before its answer (the last token of ``####``), where CODI distils.
+Rows are **left-padded so that their latent slots start in one column**, so the latent forward feeds the hidden states
+back one column at a time, every row at once, reusing the KV cache: in the ``coconut`` format as Coconut's
+``MyCollator`` pads, only the rows that have a latent slot, on their first slot; in the others every row on its
+``<|start-latent|>`` marker (CODI's left-padded question, then its thoughts). Position ids count each row's real tokens
+from 0 (padding 0); padding is masked and unlabelled. Every row also carries the position CODI distils at
+(:meth:`~hf_icot.data.latent_formats.LatentFormat.answer_offset`).
 
 :func:`padded_rows` lays out any rows (the latent ones, CODI's teacher) into padded tensors.
 """
@@ -17,15 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from hf_icot.cot import ANSWER_PREFIX
 from hf_icot.curriculum.latent import LatentPlan
-from hf_icot.curriculum.layout import END_LATENT_TOKEN, LATENT_TOKEN, START_LATENT_TOKEN
-from hf_icot.data.encoding import IGNORE_INDEX, encode_text, eos_id, token_id
+from hf_icot.curriculum.layout import END_LATENT_TOKEN, LATENT_TOKEN, START_LATENT_TOKEN, SequenceLayout
+from hf_icot.data.encoding import IGNORE_INDEX, eos_id, token_id
+from hf_icot.data.latent_formats import LatentFormat
 
 
 @dataclass(frozen=True)
@@ -54,84 +57,98 @@ def step_token_counts(example: Mapping[str, Any]) -> list[int]:
     return [len(step.split(" ")) if step else 0 for step in example["cot_tokens"]]
 
 
+class LatentRow(NamedTuple):
+    """One rendered latent sequence: its ids, the index of its first labelled token, the index CODI distils at and the
+    CoT tokens it kept."""
+
+    ids: list[int]
+    first_label: int
+    answer_position: int
+    kept: int
+
+
 class LatentRenderer:
-    """Renders latent batches for one tokenizer.
+    """Renders latent batches for one tokenizer, in the text format of ``layout`` (default: ``hf_icot``).
 
     Raises:
         ValueError: a tokenizer without the latent markers or an eos token.
     """
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Any, layout: SequenceLayout | None = None) -> None:
         self.tokens = LatentTokens.of(tokenizer)
         self.eos = eos_id(tokenizer)
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos
-        self.answer_prefix = len(encode_text(ANSWER_PREFIX, tokenizer))
+        self.format = LatentFormat(tokenizer) if layout is None else LatentFormat.of(tokenizer, layout)
+        self.markers = (self.tokens.start, self.tokens.latent, self.tokens.end)
 
-    def sequence(self, example: Mapping[str, Any], plan: LatentPlan, prompt_only: bool = False) -> tuple[list, int]:
-        """One latent sequence's ids and the index of its first labelled token (the prompt alone: up to and with
-        ``<|end-latent|>``, for generation)."""
+    def row(self, example: Mapping[str, Any], plan: LatentPlan) -> LatentRow:
+        """One latent sequence at ``plan``."""
         counts = step_token_counts(example)
         cot = list(example["cot_ids"])[sum(counts[: plan.skip_steps]) :]
-        prompt = [*example["question_ids"], self.eos, self.tokens.start]
-        prompt += [self.tokens.latent] * plan.n_latent + [self.tokens.end]
-        if prompt_only:
-            return prompt, len(prompt)
-        return prompt + cot + [self.eos, *example["answer_ids"], self.eos], len(prompt)
+        ids, first, answer_position = self.format.sequence(
+            example["question_ids"], cot, example["answer_ids"], plan.n_latent, self.markers
+        )
+        return LatentRow(ids, first, answer_position, len(cot))
 
     def render(
         self, examples: Sequence[Mapping[str, Any]], plans: Sequence[LatentPlan]
     ) -> tuple[dict[str, torch.Tensor], list[int]]:
-        """The batch (``input_ids``, ``attention_mask``, ``position_ids``, ``labels``, ``answer_positions``) and the CoT
-        tokens each row kept."""
-        rows = [self.sequence(example, plan) for example, plan in zip(examples, plans)]
-        starts = np.array([len(example["question_ids"]) + 1 for example in examples])  # column of <|start-latent|>
-        offsets = starts.max() - starts  # left padding that puts every <|start-latent|> in one column
-        batch = padded_rows(self, [ids for ids, _ in rows], [first for _, first in rows], offsets)
-        kept = [len(ids) - first - len(example["answer_ids"]) - 2 for (ids, first), example in zip(rows, examples)]
-        return batch, kept
+        """The batch (``input_ids``, ``attention_mask``, ``position_ids``, ``labels``, ``answer_positions``) and the
+        CoT tokens each row kept."""
+        rows = [self.row(example, plan) for example, plan in zip(examples, plans)]
+        # The column of each row's <|start-latent|> (coconut: of its first latent slot, None for a row without one).
+        starts = [len(example["question_ids"]) + len(self.format.after_question) for example in examples]
+        if self.format.name == "coconut":
+            starts = [start + 1 if plan.n_latent else None for start, plan in zip(starts, plans)]
+        aligned = [start for start in starts if start is not None]
+        offsets = [0 if start is None else max(aligned) - start for start in starts]
+        batch = padded_rows(
+            [row.ids for row in rows],
+            [row.first_label for row in rows],
+            [row.answer_position for row in rows],
+            self.pad,
+            offsets,
+        )
+        return batch, [row.kept for row in rows]
 
     def prompts(self, examples: Sequence[Mapping[str, Any]], plans: Sequence[LatentPlan]) -> list[list[int]]:
-        """The generation prompts: each question with its latent slots, up to and with ``<|end-latent|>``."""
-        return [self.sequence(example, plan, prompt_only=True)[0] for example, plan in zip(examples, plans)]
-
-    def answer_length(self, ids: list[int]) -> int:
-        """Tokens of ``#### answer`` at the end of ``ids`` (between the last two ``<eos>``)."""
-        last = len(ids) - 1
-        before = max(i for i in range(last) if ids[i] == self.eos)
-        return last - before - 1
+        """The generation prompts: each question with its latent slots, up to what follows ``<|end-latent|>``."""
+        return [
+            self.format.prompt(example["question_ids"], plan.n_latent, self.markers)
+            for example, plan in zip(examples, plans)
+        ]
 
 
 def padded_rows(
-    renderer: LatentRenderer,
     rows: Sequence[list[int]],
     first_labels: Sequence[int],
+    answer_positions: Sequence[int],
+    pad: int,
     offsets: Sequence[int] | None = None,
 ) -> dict[str, torch.Tensor]:
     """``rows`` of token ids as one padded batch: each row starts at its ``offset`` (left padding; default 0, right
-    padding), is labelled from its ``first_labels`` index on, and counts its positions from 0.
+    padding), is labelled from its ``first_labels`` index on, and counts its positions from 0; ``pad`` fills the rest.
 
     Returns:
         ``input_ids``, ``attention_mask``, ``position_ids``, ``labels`` ``(B, T)`` and ``answer_positions`` ``(B,)``:
-        the index of the token before each row's answer.
+        each row's ``answer_positions`` index in the batch's columns.
     """
     offsets = np.zeros(len(rows), dtype=np.int64) if offsets is None else np.asarray(offsets)
     width = int(max(offset + len(ids) for offset, ids in zip(offsets, rows)))
-    input_ids = np.full((len(rows), width), renderer.pad, dtype=np.int64)
+    input_ids = np.full((len(rows), width), pad, dtype=np.int64)
     labels = np.full((len(rows), width), IGNORE_INDEX, dtype=np.int64)
     attention = np.zeros((len(rows), width), dtype=np.int64)
     positions = np.zeros((len(rows), width), dtype=np.int64)
-    answer_positions = np.zeros(len(rows), dtype=np.int64)
     for row, (offset, ids, first) in enumerate(zip(offsets, rows, first_labels)):
         end = offset + len(ids)
         input_ids[row, offset:end] = ids
         attention[row, offset:end] = 1
         positions[row, offset:end] = np.arange(len(ids))
         labels[row, offset + first : end] = ids[first:]
-        answer_positions[row] = end - 2 - (renderer.answer_length(ids) - renderer.answer_prefix)
     return {
         "input_ids": torch.from_numpy(input_ids),
         "attention_mask": torch.from_numpy(attention),
         "position_ids": torch.from_numpy(positions),
         "labels": torch.from_numpy(labels),
-        "answer_positions": torch.from_numpy(answer_positions),
+        "answer_positions": torch.from_numpy(offsets + np.asarray(answer_positions, dtype=np.int64)),
     }

@@ -260,6 +260,8 @@ class RunOutputsMixin:
                 "position_shift": asked.position_shift[1] if asked.position_shift else 0,
                 # latent models are asked with their latent slots (the snippet calls hf_icot's latent generation)
                 "latent_slots": layout.latent_slots(len(example["cot"])) if layout.latent else None,
+                "latent_format": layout.latent_format,
+                "remove_eos": layout.remove_eos,
                 "eos_token": self.processing_class.eos_token,
             },
             license=license,

@@ -145,21 +145,21 @@ class ICoTTrainer(
         limit = context_length(model)
         self.skipped_too_long = 0
         with args.main_process_first(desc="hf_icot dataset preparation"):
+            # The collator's ids, then the method's own columns (CODI's teacher CoT in its format), each once.
+            def prepare(dataset: Any) -> tuple[Any, int]:
+                prepared, skipped = data_collator.prepare_dataset(dataset, limit, args.too_long, layout)
+                return self.method.prepare_dataset(prepared, processing_class), skipped
+
             if train_dataset is not None:
-                train_dataset, self.skipped_too_long = data_collator.prepare_dataset(
-                    train_dataset, limit, args.too_long, layout
-                )
+                train_dataset, self.skipped_too_long = prepare(train_dataset)
                 if self.skipped_too_long:
                     logger.warning(
                         "skipped %d training examples longer than the model's context", self.skipped_too_long
                     )
             if isinstance(eval_dataset, dict):
-                eval_dataset = {
-                    name: data_collator.prepare_dataset(split, limit, args.too_long, layout)[0]
-                    for name, split in eval_dataset.items()
-                }
+                eval_dataset = {name: prepare(split)[0] for name, split in eval_dataset.items()}
             elif eval_dataset is not None:
-                eval_dataset = data_collator.prepare_dataset(eval_dataset, limit, args.too_long, layout)[0]
+                eval_dataset = prepare(eval_dataset)[0]
         if train_dataset is not None:
             data_collator.require_tokens(self._inserted_tokens(train_dataset))
         # The extent of the training data's CoTs: schedules end their curriculum where the longest CoT is gone.

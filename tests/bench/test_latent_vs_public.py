@@ -1,5 +1,6 @@
-"""bench/latent_vs_public/run.py without their checkouts (CI has none): its help, and a missing checkout named in one
-line before any work. The comparison itself needs the public repositories (bench/README.md has its figures)."""
+"""bench/latent_vs_public/run.py, data.py and generation.py without their checkouts (CI has none): their help, and a
+missing checkout named in one line before any work. The comparisons themselves need the public repositories
+(bench/README.md has their figures); tests/hf_icot/test_latent_formats.py tests the formats without them."""
 
 import subprocess
 import sys
@@ -23,3 +24,24 @@ def test_help_and_a_missing_checkout(tmp_path):
         missing.stderr.strip()
         == f"error: --codi '{tmp_path / 'nothing'}' has no src/model.py; give a checkout of the repository."
     )
+
+
+def test_the_data_and_generation_comparisons_answer_help_and_name_a_missing_checkout(tmp_path):
+    (tmp_path / "coconut").mkdir()
+    for needed in ("dataset.py", "coconut.py"):
+        (tmp_path / "coconut" / needed).write_text("")
+    for script, flag, needed in (
+        ("data.py", "--prosqa-rows", "train.py"),
+        ("generation.py", "--train-steps", "test.py"),
+    ):
+        path = REPO / "bench" / "latent_vs_public" / script
+        shown = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0 and "--codi" in shown.stdout and flag in shown.stdout, shown.stderr[-2000:]
+        missing = subprocess.run(
+            [sys.executable, str(path), "--coconut", str(tmp_path / "coconut"), "--codi", str(tmp_path / "nothing")],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert missing.returncode == 1
+        assert missing.stderr.strip() == (
+            f"error: --codi '{tmp_path / 'nothing'}' has no {needed}; give a checkout of the repository."
+        )
