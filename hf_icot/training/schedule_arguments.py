@@ -60,6 +60,8 @@ class ScheduleArguments:
     adaptive_window: int = field(default=20, metadata=option_metadata("adaptive_window"))
     min_steps_per_removal: int = field(default=1, metadata=option_metadata("min_steps_per_removal"))
     max_steps_per_removal: int | None = field(default=None, metadata=option_metadata("max_steps_per_removal"))
+    # hf_icot.curriculum.latent.LatentSchedule
+    latent_format: str = field(default="hf_icot", metadata=option_metadata("latent_format"))
     # hf_icot.curriculum.latent.Coconut
     c_thought: int = field(default=1, metadata=option_metadata("c_thought"))
     epochs_per_stage: int = field(default=1, metadata=option_metadata("epochs_per_stage"))
@@ -70,6 +72,7 @@ class ScheduleArguments:
     start_stage: int = field(default=0, metadata=option_metadata("start_stage"))
     # hf_icot.curriculum.latent.CODI
     num_latent: int = field(default=6, metadata=option_metadata("num_latent"))
+    remove_eos: bool = field(default=False, metadata=option_metadata("remove_eos"))
     # hf_icot.methods.coconut.CoconutConfig
     latent_token_init: str | None = field(default=None, metadata=option_metadata("latent_token_init"))
     # hf_icot.methods.codi.CODIConfig
