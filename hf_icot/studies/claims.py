@@ -10,8 +10,8 @@ the figure within one standard error of the rule's cut, see :func:`knife_edge`),
 behind the verdict), ``ours`` (our figure), ``theirs`` (the study's figure, where it gives one), ``why`` (why they
 differ; for ``inconclusive``: what scale or run would decide it) and ``history`` (the verdicts a row held before it was
 re-read, and when: ``agree until re-read on 2026-12-04 (issue 40): ...``, or ``rule re-registered on <date> (<by>):
-...`` where the rule changed and the verdict did not; the latest entry first, older ones after ``; earlier: ``; a
-verdict is never changed silently).
+...`` where the rule changed and the verdict did not, ``re-worded on ...`` where the claim's words did; the latest
+entry first, older ones after ``; earlier: ``; a verdict is never changed silently).
 
 The vocabulary: ``agree``; ``agree in kind`` (the direction is right, the magnitude outside the study's figure);
 ``agree under our reading`` (the claim holds under the reading the row's claim states, where the seed leaves it
@@ -64,7 +64,7 @@ _MOVED = re.compile(
     r"^(?P<was>.+?) until re-read on (?P<date>\d{4}-\d{2}-\d{2})(?: \((?P<by>[^)]*)\))?: (?P<why>.*)$", re.S
 )
 _REREGISTERED = re.compile(
-    r"^rule re-registered on (?P<date>\d{4}-\d{2}-\d{2})(?: \((?P<by>[^)]*)\))?: (?P<why>.*)$", re.S
+    r"^(?:rule re-registered|re-worded) on (?P<date>\d{4}-\d{2}-\d{2})(?: \((?P<by>[^)]*)\))?: (?P<why>.*)$", re.S
 )
 #: The markers between which :func:`write_claims_index` writes a study README's verdict table.
 BEGIN_VERDICTS = "<!-- begin verdicts: written by `python -m hf_icot.studies claims` from claims.csv; do not edit -->"
@@ -279,7 +279,8 @@ def _rereads(ledgers: Mapping[str, list[dict[str, str]]]) -> list[str]:
     found.sort(key=lambda item: item[0]["date"], reverse=True)
     lines = ["## Re-reads: what moved and why", "",
              "Each row whose history records a re-read, by its latest entry: the verdict it held, the one it holds",
-             "now, and why (the row's history keeps the older entries).", ""]  # fmt: skip
+             "now, and why (the row's history keeps the older entries); a date counts the rows whose latest re-read",
+             "it is.", ""]  # fmt: skip
     for date in dict.fromkeys(reread["date"] for reread, _, _ in found):
         on_date = [(reread, row) for reread, _, row in found if reread["date"] == date]
         by = ", ".join(sorted({reread["by"] for reread, _ in on_date if reread["by"]}))

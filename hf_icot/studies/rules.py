@@ -40,8 +40,8 @@ from hf_icot.studies.statistics import Summary
 BRANCHES = ("agree", "disagree", "inconclusive")
 #: the verdicts of the agree branch
 AGREEING = ("agree", "agree in kind", UNDER_OUR_READING)
-#: what a claim's rows must say when their rule reads the paper's setting our way
-READING_MARK = "under our reading: "
+#: what a claim's rows must say when their rule reads the paper's setting our way (``..., under our reading: ...``)
+READING_MARK = "under our reading"
 Figures = Mapping[str, Any]
 
 
@@ -316,7 +316,7 @@ def ledger_problems(book: RuleBook, rows: Sequence[Mapping[str, str]]) -> list[s
         if rule.reading and READING_MARK not in row["claim"]:
             problems.append(
                 f"{book.study}/{row['id']}: its rule reads the paper's setting our way ({rule.reading}); its claim must "
-                f"name the departure ('{READING_MARK}...')."
+                f"name the departure ('{READING_MARK}: ...')."
             )
         if rule.reading and row["verdict"] == "agree":
             problems.append(f"{book.study}/{row['id']} reads plain 'agree' under a rule with a reading.")

@@ -9,6 +9,7 @@ import pytest
 
 from hf_icot.studies.claims import (
     BEGIN_VERDICTS,
+    EARLIER,
     END_VERDICTS,
     VERDICTS,
     LedgerError,
@@ -85,9 +86,10 @@ def test_the_real_index_counts_claims_not_rows() -> None:
     assert len(claims) < sum(row["kind"] == "claim" for row in rows), "semiautomata's points are rows, not claims"
     assert {"A8-parity", "A8-semiautomata"} <= {row["claim_id"] for row in rows}
     assert "A8" not in {row["id"] for row in ledgers["parity"]}, "parity's Theorem 2 and the probe question differ"
-    for row in rows:  # a verdict re-read is never silently changed: the old word stays in the row
-        if "re-read on" in row["history"]:
-            assert row["history"].split(" until re-read on ")[0] in VERDICTS, row["id"]
+    for row in rows:  # a verdict re-read is never silently changed: the old word stays in each history entry
+        for entry in row["history"].split(EARLIER):
+            if " until re-read on " in entry:
+                assert entry.split(" until re-read on ")[0] in VERDICTS, row["id"]
 
 
 @pytest.mark.parametrize(
