@@ -143,7 +143,12 @@ def verdict_m1(rows: list[dict]) -> dict:
         settled = _m1_settled(settings)
         verdict = "inconclusive" if settled else "pending"
         ours += "; settled before every seed: the seeds still to come cannot change it" if settled else ""
-    return {"verdict": verdict, "seeds": len(scores), "ours": ours, "flag": decision.flag}
+    return {
+        "verdict": verdict,
+        "seeds": len(scores),
+        "ours": ours,
+        "flag": "" if verdict == "pending" else decision.flag,
+    }
 
 
 def _m1_settled(settings: list[dict]) -> bool:
@@ -171,7 +176,12 @@ def verdict_m2(rows: list[dict]) -> dict:
     ours = f"over the hour: test implicit EM {summarize(scores).text(3)}, best held-out {best}; by budget: {budgets}"
     decision = RULES["M2"]({"scores": scores})
     verdict = "pending" if decision.branch == "inconclusive" and len(scores) < 3 else decision.verdict
-    return {"verdict": verdict, "seeds": len(scores), "ours": ours}
+    return {
+        "verdict": verdict,
+        "flag": "" if verdict == "pending" else decision.flag,
+        "seeds": len(scores),
+        "ours": ours,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
