@@ -21,7 +21,8 @@ open); ``disagree``; ``inconclusive``; ``pending``; ``withdrawn``.
 why (a ledger refuses a withdrawn row without one). The analysis never revives it: :func:`update_ledger` leaves a
 withdrawn row as it is and may not withdraw one itself.
 
-A study's analysis script fills the result columns from its records with :func:`update_ledger`, which never rewrites a
+A study's analysis script fills the result columns from its records, each verdict by the row's registered rule
+(``results/<study>/rules.py``, :mod:`hf_icot.studies.rules`), with :func:`update_ledger`, which never rewrites a
 claim, its rule, its links or its history: those change only by hand, in a commit of their own, before the runs that
 decide them. :func:`write_claims_index` gathers every study's ledger into ``results/CLAIMS.md`` (claims tallied by
 their decisive point, our questions and goals apart, and what each re-read moved and why) and writes each study README's verdict table;

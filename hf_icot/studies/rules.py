@@ -120,6 +120,7 @@ class Decision:
 
 
 def decided(verdict: str, *cuts: Cut) -> Decision:
+    """``Decision(verdict, cuts)``: what a rule returns, with the cuts its verdict was decided on."""
     return Decision(verdict, tuple(cuts))
 
 
