@@ -25,8 +25,8 @@ A study's analysis script fills the result columns from its records, each verdic
 (``results/<study>/rules.py``, :mod:`hf_icot.studies.rules`), with :func:`update_ledger`, which never rewrites a
 claim, its rule, its links or its history: those change only by hand, in a commit of their own, before the runs that
 decide them. :func:`write_claims_index` gathers every study's ledger into ``results/CLAIMS.md`` (claims tallied by
-their decisive point, our questions and goals apart, and what each re-read moved and why) and writes each study README's verdict table;
-:func:`stale_claim_outputs` says which of them no longer match their ledgers.
+their decisive point, our questions and goals apart, and what each re-read moved and why) and writes each study
+README's verdict table; :func:`stale_claim_outputs` says which of them no longer match their ledgers.
 """
 
 from __future__ import annotations
