@@ -5,6 +5,8 @@
 * :mod:`~hf_icot.studies.runner` — runs what is missing, N at a time, recording (and committing) each run as it lands;
 * :mod:`~hf_icot.studies.statistics` — mean, spread and 95% interval per sweep point;
 * :mod:`~hf_icot.studies.claims` — ``results/<study>/claims.csv`` and ``results/CLAIMS.md``;
+* :mod:`~hf_icot.studies.rules` — each ledger row's rule as code (``results/<study>/rules.py``), registered only when
+  made-up figures reach each of its branches; equivalence tests for claims of no effect; the knife-edge flag;
 * :mod:`~hf_icot.studies.report` — the results kit every ``make_results.py`` shares (records, tables, plots, the τ
   crossing of a logged curve);
 * :mod:`~hf_icot.studies.league` — a league of ``<task>_<curriculum>_s<seed>`` runs: its table and curves.

@@ -9,7 +9,9 @@ committed before they run), ``verdict`` (:data:`VERDICTS`; ``pending`` until the
 the figure within one standard error of the rule's cut, see :func:`knife_edge`), ``seeds`` (how many seeds stand
 behind the verdict), ``ours`` (our figure), ``theirs`` (the study's figure, where it gives one), ``why`` (why they
 differ; for ``inconclusive``: what scale or run would decide it) and ``history`` (the verdicts a row held before it was
-re-read, and when: ``agree until re-read on 2026-12-04: ...``; a verdict is never changed silently).
+re-read, and when: ``agree until re-read on 2026-12-04 (issue 40): ...``, or ``rule re-registered on <date> (<by>):
+...`` where the rule changed and the verdict did not, ``re-worded on ...`` where the claim's words did; the latest
+entry first, older ones after ``; earlier: ``; a verdict is never changed silently).
 
 The vocabulary: ``agree``; ``agree in kind`` (the direction is right, the magnitude outside the study's figure);
 ``agree under our reading`` (the claim holds under the reading the row's claim states, where the seed leaves it
@@ -19,11 +21,12 @@ open); ``disagree``; ``inconclusive``; ``pending``; ``withdrawn``.
 why (a ledger refuses a withdrawn row without one). The analysis never revives it: :func:`update_ledger` leaves a
 withdrawn row as it is and may not withdraw one itself.
 
-A study's analysis script fills the result columns from its records with :func:`update_ledger`, which never rewrites a
+A study's analysis script fills the result columns from its records, each verdict by the row's registered rule
+(``results/<study>/rules.py``, :mod:`hf_icot.studies.rules`), with :func:`update_ledger`, which never rewrites a
 claim, its rule, its links or its history: those change only by hand, in a commit of their own, before the runs that
 decide them. :func:`write_claims_index` gathers every study's ledger into ``results/CLAIMS.md`` (claims tallied by
-their decisive point, our questions and goals apart) and writes each study README's verdict table;
-:func:`stale_claim_outputs` says which of them no longer match their ledgers.
+their decisive point, our questions and goals apart, and what each re-read moved and why) and writes each study
+README's verdict table; :func:`stale_claim_outputs` says which of them no longer match their ledgers.
 """
 
 from __future__ import annotations
@@ -56,6 +59,14 @@ WITHDRAWN = "withdrawn"
 UNDER_OUR_READING = "agree under our reading"
 #: What :func:`update_ledger` may fill in from the records; the claim, its rule, links and history stay as committed.
 RESULT_COLUMNS = ("verdict", "flag", "seeds", "ours", "theirs", "why")
+#: Between a row's history entries, the latest first.
+EARLIER = "; earlier: "
+_MOVED = re.compile(
+    r"^(?P<was>.+?) until re-read on (?P<date>\d{4}-\d{2}-\d{2})(?: \((?P<by>[^)]*)\))?: (?P<why>.*)$", re.S
+)
+_REREGISTERED = re.compile(
+    r"^(?:rule re-registered|re-worded) on (?P<date>\d{4}-\d{2}-\d{2})(?: \((?P<by>[^)]*)\))?: (?P<why>.*)$", re.S
+)
 #: The markers between which :func:`write_claims_index` writes a study README's verdict table.
 BEGIN_VERDICTS = "<!-- begin verdicts: written by `python -m hf_icot.studies claims` from claims.csv; do not edit -->"
 END_VERDICTS = "<!-- end verdicts -->"
@@ -247,6 +258,48 @@ def _verdict_cell(row: Mapping[str, str]) -> str:
     return f"{row['verdict']} (re-read; was {old})" if old in VERDICTS else row["verdict"]
 
 
+def latest_reread(row: Mapping[str, str]) -> dict[str, str] | None:
+    """A row's latest history entry when it records a re-read: its ``date``, who asked (``by``, may be empty), the
+    verdict it held (``was``: the same as now where only the rule was re-registered) and ``why``; None otherwise."""
+    entry = row["history"].split(EARLIER, 1)[0].strip()
+    for pattern in (_MOVED, _REREGISTERED):
+        match = pattern.match(entry)
+        if match is not None:
+            was = match.groupdict().get("was") or row["verdict"]
+            if was in VERDICTS:
+                return {"date": match["date"], "by": match["by"] or "", "was": was, "why": match["why"]}
+    return None
+
+
+def _rereads(ledgers: Mapping[str, list[dict[str, str]]]) -> list[str]:
+    """The re-reads section of ``CLAIMS.md``: per date, what moved, then one line per re-read row, the latest first."""
+    found = [(reread, study, row) for study, rows in ledgers.items() for row in rows
+             if (reread := latest_reread(row)) is not None]  # fmt: skip
+    if not found:
+        return []
+    found.sort(key=lambda item: item[0]["date"], reverse=True)
+    lines = ["## Re-reads: what moved and why", "",
+             "Each row whose history records a re-read, by its latest entry: the verdict it held, the one it holds",
+             "now, and why (the row's history keeps the older entries); a date counts the rows whose latest re-read",
+             "it is.", ""]  # fmt: skip
+    for date in dict.fromkeys(reread["date"] for reread, _, _ in found):
+        on_date = [(reread, row) for reread, _, row in found if reread["date"] == date]
+        by = ", ".join(sorted({reread["by"] for reread, _ in on_date if reread["by"]}))
+        moves: dict[str, int] = {}
+        for reread, row in on_date:
+            if reread["was"] != row["verdict"]:
+                moves[f"{reread['was']} → {row['verdict']}"] = moves.get(f"{reread['was']} → {row['verdict']}", 0) + 1
+        kept = sum(reread["was"] == row["verdict"] for reread, row in on_date)
+        moved = ", ".join(f"{move} ({count})" for move, count in moves.items()) or "none"
+        lines.append(f"* {date}{f' ({by})' if by else ''}: {sum(moves.values())} verdicts moved — {moved}; "
+                     f"{kept} re-read with the verdict kept.")  # fmt: skip
+    lines += ["", "| date | study | row | was | now | why |", "|---|---|---|---|---|---|"]
+    for reread, study, row in found:
+        cells = [reread["date"], study, row["id"], reread["was"], row["verdict"], reread["why"]]
+        lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
+    return [*lines, ""]
+
+
 def _claims_table(claims: list[dict[str, str]], points: dict[str, list[tuple[str, dict[str, str]]]]) -> list[str]:
     lines = ["| claim | kind | study | the claim | verdict (its decisive row's) | decisive row | other points | flag |",
              "|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -303,6 +356,7 @@ def claims_markdown(results_root: str | os.PathLike) -> str:
         "",
         *_claims_table(ours, points),
         "",
+        *_rereads(ledgers),
         "## Every row, by study",
         "",
         "| study | rows |",

@@ -12,7 +12,10 @@ seeds, the league's table and its curves. A study's ``make_results.py`` adds its
   (``curves_<task>.png``, each curriculum's :func:`mean_curve`: mean over seeds with 95% error bars; results/methods/
   draws its methods' curves with it too);
 * :func:`arguments_and_runs`, the command line every league analysis shares (``--runs``, ``--out``, ``--ledger``,
-  ``--readme``).
+  ``--readme``);
+* the two rules every league asks (each study registers them for its own rows, :mod:`hf_icot.studies.rules`):
+  :func:`premise_rule` (some curriculum or method internalizes the task while end to end stays far below) and
+  :func:`pace_ratio_rule` (the best fixed pace against the best adaptive one), with made-up figures for each branch.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from hf_icot.studies.report import (
     save_figure,
     section,
 )
-from hf_icot.studies.statistics import Summary, summarize
+from hf_icot.studies.rules import Cut, Decision, Estimate, decided
+from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 
 #: the bar a curriculum's exact match without CoT is timed to
@@ -250,3 +254,82 @@ def arguments_and_runs(argv: list[str] | None, description: str, here: Path, ver
     if not runs:
         raise ValueError(f"no run records under {args.runs}; run `python -m hf_icot.studies run results/{here.name}`.")
     return args, runs
+
+
+# -- the rules every league asks -------------------------------------------------------------------------------------
+
+#: the premise's cuts: the best one's mean (and its interval's lower bound), and the gap to end to end (and its low)
+PREMISE_LOW, PREMISE_GAP, PREMISE_GAP_LOW = 0.85, 0.30, 0.15
+
+
+def premise_rule(figures: Mapping[str, Any]) -> Decision:
+    """The premise of a league on one task: ``best`` (Summary of the best internalizing curriculum or method's final
+    scores; ``best_name`` names it), ``gap`` (Welch's Summary of best minus end to end, None without end to end) and,
+    while seeds are still to come, ``highest_possible`` (the best mean any can still reach). Agree when the best
+    mean is >= 0.90 with its interval's lower bound >= 0.85 and the gap's mean >= 0.30 with its interval above
+    0.15; disagree when no mean can reach 0.90, or when end to end is shown within 0.30 of the best (the gap's
+    interval below 0.30: the task needs no internalization at this budget); else inconclusive."""
+    best, gap = figures["best"], figures.get("gap")
+    on_best = Cut.of(f"{figures['best_name']}'s mean", best, BAR)
+    if figures.get("highest_possible", best.mean) < BAR:
+        return decided("disagree", on_best)
+    on_gap = Cut.of("the gap to end to end", gap, PREMISE_GAP)
+    if gap is not None and gap.high is not None and gap.high < PREMISE_GAP:
+        return decided("disagree", on_gap)
+    strong = best.low is not None and best.low >= PREMISE_LOW
+    if strong and gap is not None and gap.mean >= PREMISE_GAP and gap.low is not None and gap.low > PREMISE_GAP_LOW:
+        return decided("agree", on_best, on_gap)
+    return decided("inconclusive", on_best, on_gap)
+
+
+def _premise_case(best: list[float], e2e: list[float] | None, **more: float) -> dict[str, Any]:
+    """Premise figures from made-up final scores per seed of the best one and of end to end."""
+    gap = None if e2e is None else difference(best, e2e)
+    return {"best": summarize(best), "best_name": "the best", "gap": gap, **more}
+
+
+#: made-up figures that reach each branch of :func:`premise_rule`
+PREMISE_CASES = {
+    "agree": _premise_case([0.99, 1.0, 0.98], [0.5, 0.52, 0.48]),
+    "disagree": [
+        _premise_case([0.83, 0.99, 0.67], [0.5, 0.55, 0.48]),  # no mean >= 0.90
+        _premise_case([0.15], None, highest_possible=0.72),  # seeds to come cannot lift a mean to 0.90
+        _premise_case([0.999, 1.0, 0.998], [0.998, 1.0, 0.999]),  # end to end solves it too
+    ],
+    "inconclusive": [
+        _premise_case([0.997, 1.0, 0.993], [0.543, 0.9, 0.177]),  # end to end too spread to say
+        _premise_case([0.99, 1.0, 0.8], [0.5, 0.52, 0.48]),  # the best's interval below 0.85
+    ],
+}
+
+
+def pace_ratio_rule(figures: Mapping[str, Any]) -> Decision:
+    """The best fixed pace against the best adaptive one: ``ratio`` (an :class:`Estimate` of mean(best fixed) /
+    mean(best adaptive) examples to 90%, its 95% interval over seeds; None when no fixed or no adaptive pace
+    reached 90% on every seed). Agree if the ratio is >= 2 with its interval above 1; disagree if its interval lies
+    below 2; else inconclusive (no ratio, or no interval: one seed a side)."""
+    ratio = figures["ratio"]
+    if ratio is None:
+        return decided("inconclusive")
+    cut = Cut.of("best fixed / best adaptive", ratio, 2)
+    if ratio.low is None:
+        return decided("inconclusive", cut)
+    if ratio.mean >= 2 and ratio.low > 1:
+        return decided("agree", cut)
+    return decided("disagree" if ratio.high < 2 else "inconclusive", cut)
+
+
+def ratio_estimate(ratio: Mapping[str, float] | None) -> Estimate | None:
+    """A bootstrap ratio ``{"ratio", "low", "high"}`` as an :class:`Estimate` (its standard error a normal
+    interval's: the width over 2 x 1.96)."""
+    if ratio is None:
+        return None
+    return Estimate(ratio["ratio"], ratio["low"], ratio["high"], (ratio["high"] - ratio["low"]) / 3.92)
+
+
+#: made-up figures that reach each branch of :func:`pace_ratio_rule`
+PACE_RATIO_CASES = {
+    "agree": {"ratio": Estimate(2.5, 1.8, 3.2, 0.36)},
+    "disagree": {"ratio": Estimate(1.0, 0.94, 1.07, 0.03)},
+    "inconclusive": [{"ratio": None}, {"ratio": Estimate(1.8, 0.9, 2.7, 0.46)}, {"ratio": Estimate(3.0)}],
+}

@@ -1,6 +1,7 @@
 """Tables and plots of results/adaptive_pace/ from the committed run records (no training).
 
 python -m results.adaptive_pace.make_results [--runs results/adaptive_pace/runs] [--out results/adaptive_pace]
+                                             [--ledger results/adaptive_pace/claims.csv]
 
 Every run folder under ``--runs`` holds its command (``run.json`` for the first runs, the harness's ``sweep.json``
 since), ``training_log.json``
@@ -10,7 +11,9 @@ writes
 
 * ``table.md`` and ``summary.json``: per task and run, when the CoT was gone, the examples seen when the implicit exact
   match first reached 90% and 99%, the best and final scores, and the ratio best fixed pace / adaptive;
-* ``curves_<task>.png``: implicit exact match and CoT tokens kept against training examples seen, one line per run.
+* ``curves_<task>.png``: implicit exact match and CoT tokens kept against training examples seen, one line per run;
+* with ``--ledger``, the verdicts of P1 and P2 in ``claims.csv`` by their rules (``rules.py``; the figures and the
+  why stay as written by hand).
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ import shlex
 from pathlib import Path
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, TRAINING_LOG_FILE
+from hf_icot.studies.claims import update_ledger
 from hf_icot.studies.report import markdown_table, pyplot, read_json, record_folders
+from hf_icot.studies.rules import Estimate
 from hf_icot.studies.sweep import RECORD_FILE
+from results.adaptive_pace.rules import RULES
 
 HERE = Path(__file__).resolve().parent
 BARS = (0.9, 0.99)
@@ -195,6 +201,23 @@ def _ratio_line(percent: str, entry: dict) -> str:
     return f"* ≥ {percent}: neither an adaptive nor a fixed pace reached it, so there is no ratio."
 
 
+def verdicts(summary: dict) -> dict[str, dict]:
+    """P1 (the ratio at 90% on each task; one seed a side: no interval) and P2 (3x3 multiplication internalized while
+    end to end stays near 0), each by its rule; ``seeds`` the fewest any run of the rule has (one here)."""
+    ratios = {}
+    for task, entry in summary.items():
+        ratio = entry["adaptive_vs_best_fixed"]["0.9"]["ratio"]
+        ratios[task] = None if ratio is None else Estimate(ratio)  # one seed a side: no interval
+    p1 = RULES["P1"]({"ratios": ratios})
+    rows = summary["mult"]["runs"]
+    settings = {row["run"]: [row["test_implicit_em"]] for row in rows if not row["run"].endswith("_e2e")}
+    e2e = [row["test_implicit_em"] for row in rows if row["run"].endswith("_e2e")]
+    p2 = RULES["P2"]({"settings": settings, "e2e": e2e})
+    seeds = min(len(scores) for scores in settings.values())
+    return {"P1": {"verdict": p1.verdict, "flag": p1.flag, "seeds": seeds},
+            "P2": {"verdict": p2.verdict, "flag": p2.flag, "seeds": seeds}}  # fmt: skip
+
+
 def plot(summary: dict, runs: list[dict], out: Path) -> list[Path]:
     plt = pyplot()
     written = []
@@ -234,6 +257,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
     parser.add_argument("--out", type=Path, default=HERE, help="where table.md, summary.json and the PNGs go")
+    parser.add_argument("--ledger", type=Path, default=None, help="claims.csv whose P1 and P2 verdicts to fill")
     args = parser.parse_args(argv)
     runs = load_runs(args.runs)
     summary = summarize(runs)
@@ -241,6 +265,8 @@ def main(argv: list[str] | None = None) -> dict:
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2, default=lambda v: None) + "\n")
     (args.out / "table.md").write_text(table(summary))
     written = plot(summary, runs, args.out)
+    if args.ledger is not None:
+        update_ledger(args.ledger, verdicts(summary))
     print(table(summary))
     print("wrote", ", ".join(str(p) for p in [args.out / "table.md", args.out / "summary.json", *written]))
     return summary

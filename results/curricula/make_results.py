@@ -16,8 +16,8 @@ hint 0, so its "implicit" figures are those of the ``hint=0`` mode. It writes
 * ``ratios.md``: per task, the best fixed pace against the best adaptive one (examples to 90%, a percentile bootstrap
   interval over the seeds);
 * ``curves_<task>.png``: implicit exact match against training examples, mean over seeds with 95% error bars;
-* the verdicts of ``claims.csv`` (L1: the ratio; L2: the table's premise), with ``--ledger``: ``pending`` while a
-  run that ``runs.yaml`` beside ``--runs`` defines for the task has no record;
+* the verdicts of ``claims.csv`` by the rules of ``rules.py`` (L1: the ratio; L2: the table's premise), with
+  ``--ledger``: ``pending`` while a run that ``runs.yaml`` beside ``--runs`` defines for the task has no record;
 * with ``--readme``, the table, the ratios and the curves into that README's generated section (between
   ``<!-- begin table -->`` and ``<!-- end table -->``; the prose around it is written by hand).
 
@@ -40,11 +40,13 @@ from hf_icot.studies.league import (
     final_test,
     plot,
     points,
+    ratio_estimate,
     table_rows,
 )
 from hf_icot.studies.league import label as league_label
 from hf_icot.studies.report import RUN_NAME, fill_section, unrecorded_runs, write_table
 from hf_icot.studies.statistics import difference
+from results.curricula.rules import RULES
 
 HERE = Path(__file__).resolve().parent
 SEEDS = 3  # seeds per curriculum in runs.yaml
@@ -152,7 +154,7 @@ def _settled(curricula: list[dict], unrun: set[str]) -> dict[str, bool]:
 def verdicts(
     rows: list[dict], compared: dict[str, dict], missing: dict[str, list[str]] | None = None
 ) -> dict[str, dict]:
-    """L1 (the ratio) and L2 (the premise) per task, by the rules of claims.csv; ``pending`` while a curriculum has
+    """L1 (the ratio) and L2 (the premise) per task, by the registered rules (``rules.py``); ``pending`` while a curriculum has
     fewer than 3 seeds or ``missing`` (:func:`unrecorded`) names a run of the task's sweep not recorded yet, unless
     the runs still to come cannot change the verdict (:func:`_settled`; the ledger then says so)."""
     results = {}
@@ -167,21 +169,26 @@ def verdicts(
         early = "; settled before every seed: the runs still to come cannot change it"
         waiting = seeds < SEEDS or bool(short)
         r = entry["ratio"]
+        decision = RULES[f"L1-{task}"]({"ratio": ratio_estimate(r)})
+        verdict, flag = decision.verdict, decision.flag
         if r is None:
-            verdict, ours = "inconclusive", ratio_line(task, entry)[2:].rstrip(".")
+            ours = ratio_line(task, entry)[2:].rstrip(".")
         else:
-            verdict = "agree" if r["ratio"] >= 2 and r["low"] > 1 else "disagree" if r["high"] < 2 else "inconclusive"
             ours = f"best fixed / best adaptive = {r['ratio']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
         if waiting and not (r is None and settled["L1"]):
-            verdict = "pending"
+            verdict, flag = "pending", ""
         elif waiting:
             ours += early
-        results[f"L1-{task}"] = {"verdict": verdict, "seeds": seeds, "ours": ours + short}
+        results[f"L1-{task}"] = {"verdict": verdict, "flag": flag, "seeds": seeds, "ours": ours + short}
         best = max(curricula, key=lambda row: row["final"].mean) if curricula else None
         e2e = next((row for row in task_rows if family(row["curriculum"]) == "e2e"), None)
         if waiting and settled["L2"]:
+            highest = max(_best_possible(row) for row in curricula)
+            figures = {"best": best["final"], "best_name": label(best["curriculum"]), "highest_possible": highest}
+            decision = RULES[f"L2-{task}"](figures)
             results[f"L2-{task}"] = {
-                "verdict": "disagree",
+                "verdict": decision.verdict,
+                "flag": decision.flag,
                 "seeds": seeds,
                 "ours": f"best: {label(best['curriculum'])} {best['final'].text(3)}; no curriculum can reach a mean "
                 f"of 0.90 over {SEEDS} seeds (the highest still possible: "
@@ -191,21 +198,17 @@ def verdicts(
         if best is None or e2e is None:
             results[f"L2-{task}"] = {
                 "verdict": "pending",
+                "flag": "",
                 "seeds": seeds,
                 "ours": "no curriculum or no end-to-end run" + short,
             }
             continue
         gap = difference([final_test(r) for r in best["runs"]], [final_test(r) for r in e2e["runs"]])
-        strong = best["final"].mean >= 0.9 and (best["final"].low or 0) >= 0.85
-        if best["final"].mean < 0.9:
-            verdict = "disagree"
-        elif strong and gap.mean >= 0.3 and gap.low is not None and gap.low > 0.15:
-            verdict = "agree"
-        else:
-            verdict = "inconclusive"
+        decision = RULES[f"L2-{task}"]({"best": best["final"], "best_name": label(best["curriculum"]), "gap": gap})
         gap_text = f"{gap.mean:.3f}" + ("" if gap.low is None else f" [{gap.low:.3f}, {gap.high:.3f}]")
         results[f"L2-{task}"] = {
-            "verdict": "pending" if waiting else verdict,
+            "verdict": "pending" if waiting else decision.verdict,
+            "flag": "" if waiting else decision.flag,
             "seeds": seeds,
             "ours": f"best: {label(best['curriculum'])} {best['final'].text(3)}; end to end {e2e['final'].text(3)}; "
             f"gap {gap_text}{short}",

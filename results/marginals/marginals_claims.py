@@ -1,6 +1,6 @@
-"""The verdicts of ``claims.csv`` from the per-run rows (``marginals_runs.summarise``), each by the rule committed in
-the ledger before its runs (issue 21's rules for C1-C4 and C7; C5, C6 and C8 keep the first round's verdicts, which
-this script does not touch). Also the comparison of the two optimiser schedules, which is no claim of the study.
+"""The verdicts of ``claims.csv`` for C1-C4 and C7 from the per-run rows (``marginals_runs.summarise``), each by its
+registered rule (``rules.py``; C5, C6 and C8 are ``marginals_mechanism``'s). Also the comparison of the two optimiser
+schedules, which is no claim of the study.
 
 Every function takes the rows of ``runs.csv`` and returns the ledger's result columns for its claim, with the figures
 behind it in ``ours``.
@@ -14,11 +14,10 @@ from typing import Any
 import numpy as np
 
 from hf_icot.studies.statistics import difference, summarize
+from results.marginals.rules import DELTA_MARGIN, MIN_SEEDS, RULES, STUDY_DELTA, TAU_MARGIN
 
 #: the base of every sweep: the study's set-up, (B, z) -> A, constant lr 1e-3, batch 128, K = 10
 BASE = {"direction": "bz_to_a", "schedule": "constant", "setup": "study", "lr": 0.001, "batch": 128}
-STUDY_DELTA = 1.19
-MIN_SEEDS = 3
 
 
 def select(rows: list[dict], **fixed) -> list[dict]:
@@ -42,12 +41,13 @@ def c1_plateau(rows: list[dict]) -> dict:
     by_point: dict[tuple, list[dict]] = {}
     for row in select(rows):
         by_point.setdefault((row["K"], row["D"], row["lr"], row["batch"]), []).append(row)
-    level_ok, sharp_ok, parts, seeds = [], [], [], []
+    level_ok, sharp_ok, parts, seeds, point_figures = [], [], [], [], []
     for (k, d, lr, batch), members in sorted(by_point.items()):
         ratios, widths = values(members, "plateau_candidate_over_log_k"), values(members, "drop_width_over_tau")
         if not ratios:
             continue
         ratio = float(np.mean(ratios))
+        point_figures.append((ratio, float(np.mean(widths)) if widths else None))
         level_ok.append(0.9 <= ratio <= 1.1)
         sharp_ok.append(bool(widths) and float(np.mean(widths)) <= 0.5)
         seeds.append(len(ratios))
@@ -58,15 +58,12 @@ def c1_plateau(rows: list[dict]) -> dict:
     if not parts:
         return {"verdict": "pending"}
     misses = sum(not ok for ok in level_ok)
-    if all(level_ok) and all(sharp_ok):
-        verdict = "agree"
-    elif misses > len(level_ok) / 2:
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
+    decision = RULES["C1"]({"points": point_figures})
+    verdict = decision.verdict
     floors = values(select(rows), "plateau_min_over_log_k")
     return {
         "verdict": verdict,
+        "flag": decision.flag,
         "seeds": f"{min(seeds)}-{max(seeds)} per point",
         "ours": f"(descriptive: the floor it reaches by 0.75 τ is {min(floors):.2f}-{max(floors):.2f} log K) "
         f"level within 10% of log K at {len(level_ok) - misses}/{len(level_ok)} points, drop <= 0.5 τ at "
@@ -80,30 +77,43 @@ def c1_plateau(rows: list[dict]) -> dict:
 
 
 def c2_tau_flat_in_k(rows: list[dict]) -> dict:
-    """τ(K) - τ(10) at D = 2,000 for K = 5 and 20 (Welch intervals)."""
+    """τ(K) - τ(10) at D = 2,000 for K = 5 and 20 (Welch intervals), read by C2's equivalence test (``rules.py``)."""
     tau = {k: values(select(rows, K=k, D=2000), "tau") for k in (5, 10, 20)}
     if any(not v for v in tau.values()):
         return {"verdict": "pending"}
-    ref = float(np.mean(tau[10]))
+    decision = RULES["C2"]({"tau": tau})
+    margin = TAU_MARGIN * float(np.mean(tau[10]))
     gaps = {k: difference(tau[k], tau[10]) for k in (5, 20)}
-    contains = [g.low is not None and g.low <= 0 <= g.high for g in gaps.values()]
-    close = [abs(g.mean) <= 0.2 * ref for g in gaps.values()]
-    excludes_far = [
-        g.low is not None and not (g.low <= 0 <= g.high) and abs(g.mean) > 0.2 * ref for g in gaps.values()
-    ]
-    if min(len(v) for v in tau.values()) < MIN_SEEDS:
-        verdict = "inconclusive"
-    elif all(contains) and all(close):
-        verdict = "agree"
-    elif any(excludes_far):
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
     text = "; ".join(f"K={k}: τ {_interval(summarize(v))}" for k, v in tau.items())
     text += "; " + "; ".join(f"τ({k})-τ(10) {_interval(g)}" for k, g in gaps.items())
-    why = "" if verdict != "inconclusive" else "fewer than 3 seeds, or intervals too wide: more seeds decide it"
-    return {"verdict": verdict, "seeds": "-".join(str(n) for n in sorted({len(v) for v in tau.values()})),
+    text += f"; the margin ±{margin:.1f} steps (20% of τ(10))"
+    why = ""
+    if decision.verdict == "inconclusive":
+        why = ("an interval of τ(K) - τ(10) reaches past the margin of 20% of τ(10): no difference shown, but none "
+               f"ruled out either; {c2_seeds_needed(tau, margin)}")  # fmt: skip
+    return {"verdict": decision.verdict, "flag": decision.flag,
+            "seeds": "-".join(str(n) for n in sorted({len(v) for v in tau.values()})),
             "ours": f"at D = 2,000: {text}", "theirs": "τ independent of K at fixed D", "why": why}  # fmt: skip
+
+
+def c2_seeds_needed(tau: dict[int, list[float]], margin: float, most: int = 200) -> str:
+    """The seeds per K (the same at every K) at which each of C2's Welch intervals, at today's means and spreads,
+    would lie inside ``margin``: what would decide C2."""
+    from scipy import stats
+
+    def inside(n: int) -> bool:
+        for k in (5, 20):
+            a, b = np.std(tau[k], ddof=1) ** 2 / n, np.std(tau[10], ddof=1) ** 2 / n
+            dof = (a + b) ** 2 / (a**2 / (n - 1) + b**2 / (n - 1))
+            gap = abs(np.mean(tau[k]) - np.mean(tau[10]))
+            if gap + stats.t.ppf(0.975, dof) * (a + b) ** 0.5 > margin:
+                return False
+        return True
+
+    n = next((n for n in range(MIN_SEEDS, most + 1) if inside(n)), None)
+    if n is None:
+        return f"at today's means and spreads no count up to {most} seeds per K brings both inside it"
+    return f"at today's means and spreads {n} seeds per K would bring both inside it"
 
 
 def fit_exponent(d: np.ndarray, tau: np.ndarray, n_resamples: int = 4000) -> dict:
@@ -134,18 +144,21 @@ def c3_exponent(rows: list[dict]) -> tuple[dict, dict | None]:
         return {"verdict": "pending"}, None
     fit = fit_exponent(np.array([r["D"] for r in runs], float), np.array([r["tau"] for r in runs], float))
     per_d = {d: sum(r["D"] == d for r in runs) for d in sorted({r["D"] for r in runs})}
-    if min(per_d.values()) < MIN_SEEDS:
-        verdict = "inconclusive"
-    else:
-        verdict = "agree" if fit["ci95_low"] <= STUDY_DELTA <= fit["ci95_high"] else "disagree"
+    decision = RULES["C3"]({"fit": fit, "min_seeds": min(per_d.values())})
     seeds = ", ".join(f"D={d}: {n}" for d, n in per_d.items())
+    why = ""
+    if decision.verdict == "inconclusive":
+        why = ("fewer than 3 seeds at some D point: their seeds 1, 2 decide it" if min(per_d.values()) < MIN_SEEDS
+               else f"the interval reaches past 1.19 ± {DELTA_MARGIN:.3f}: more runs decide it")  # fmt: skip
     return {
-        "verdict": verdict,
+        "verdict": decision.verdict,
+        "flag": decision.flag,
         "seeds": seeds,
         "ours": f"δ = {fit['exponent_b']} [{fit['ci95_low']}, {fit['ci95_high']}] over {fit['runs']} runs at "
-        f"{fit['points']} D points",
+        f"{fit['points']} D points; the margin 1.19 ± {DELTA_MARGIN:.3f} ({STUDY_DELTA - DELTA_MARGIN:.3f}-"
+        f"{STUDY_DELTA + DELTA_MARGIN:.3f})",
         "theirs": "δ = 1.19",
-        "why": "" if verdict != "inconclusive" else "fewer than 3 seeds at some D point: their seeds 1, 2 decide it",
+        "why": why,
     }, fit
 
 
@@ -156,12 +169,11 @@ def c4_noise(rows: list[dict]) -> dict:
     bs = difference(
         values(select(rows, K=10, D=2000, batch=64), "tau"), values(select(rows, K=10, D=2000, batch=256), "tau")
     )
-    above = [g.low is not None and g.low > 0 for g in (lr, bs)]
-    below = [g.high is not None and g.high < 0 for g in (lr, bs)]
-    verdict = "agree" if all(above) else "disagree" if any(below) else "inconclusive"
+    decision = RULES["C4"]({"lr": lr, "batch": bs})
+    verdict = decision.verdict
     seen = {b: np.mean(values(select(rows, K=10, D=2000, batch=b), "tau")) * b for b in (64, 128, 256)}
     in_examples = " / ".join(f"{v:,.0f}" for v in seen.values() if not math.isnan(v))
-    return {"verdict": verdict, "seeds": f"{min(lr.n, bs.n)}",
+    return {"verdict": verdict, "flag": decision.flag, "seeds": f"lr: {lr.n} a side; batch: {bs.n} a side",
             "ours": f"τ(lr 2e-3) - τ(5e-4) = {_interval(lr)}; τ(batch 64) - τ(256) = {_interval(bs)} steps",
             "theirs": "noise lengthens the plateau",
             "why": _c4_why(verdict, lr, bs)
@@ -199,26 +211,22 @@ def direction_ratios(rows: list[dict], n_b: int) -> list[tuple[int, float, float
 
 
 def c7_direction(rows: list[dict]) -> dict:
-    texts, verdicts, seeds = [], [], []
+    texts, ratios, seeds = [], {}, []
     for n_b in (200, 1000):
         pairs = direction_ratios(rows, n_b)
         if not pairs:
             continue
-        ratio = summarize([a / b for _, a, b in pairs])
+        ratios[n_b] = [a / b for _, a, b in pairs]
+        ratio = summarize(ratios[n_b])
         seeds.append(ratio.n)
-        if ratio.n >= MIN_SEEDS and ratio.mean >= 1.7 and ratio.low > 1:
-            verdicts.append("agree")
-        elif ratio.n >= MIN_SEEDS and ratio.high < 1.7:
-            verdicts.append("disagree")
-        else:
-            verdicts.append("inconclusive")
         steps = ", ".join(f"s{s}: {a:.0f} vs {b:.0f}" for s, a, b in pairs)
         texts.append(f"D = {10 * n_b}: A -> B / (B, z) -> A = {_interval(ratio)} ({steps} steps)")
     if not texts:
         return {"verdict": "pending"}
-    verdict = verdicts[0] if len(set(verdicts)) == 1 else "inconclusive"
-    return {"verdict": verdict, "seeds": "/".join(map(str, seeds)), "ours": "; ".join(texts),
-            "theirs": "A -> B 1.7-4.4x slower", "why": C7_WHY if verdict == "disagree" else ""}  # fmt: skip
+    decision = RULES["C7"]({"ratios": ratios})
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": "/".join(map(str, seeds)),
+            "ours": "; ".join(texts), "theirs": "A -> B 1.7-4.4x slower",
+            "why": C7_WHY if decision.verdict == "disagree" else ""}  # fmt: skip
 
 
 def schedules(rows: list[dict]) -> list[dict]:

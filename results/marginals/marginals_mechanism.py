@@ -18,11 +18,20 @@ import numpy as np
 
 from hf_icot.studies.statistics import difference, summarize
 from results.marginals.marginals_runs import midpoint_onset, removed_heads, series, share_switched_at
+from results.marginals.rules import (
+    FLATNESS_BAND,
+    FLATNESS_FACTOR,
+    RULES,
+    STUDY_FLATNESS,
+    SWITCH_IQR_BOUND,
+    delay_part,
+    flatness,
+    lead_part,
+)
 
 #: the least rise of selector attention (attention mass, step 0 to the last measurement) that counts as routing z
 MIN_RISE = 0.15
 ROUTING_LAYER = 0
-MIN_SEEDS = 3
 #: a run's point in the mechanism tables
 POINT = ("K", "D", "lr", "batch", "schedule", "setup")
 
@@ -132,13 +141,7 @@ def c5_lead(routing: list[dict]) -> tuple[str, dict]:
     onsets = [float(r["onset_over_tau"]) for r in base]
     if not onsets:
         return "pending", {"text": "no base-point run with selector attention"}
-    summary = summarize(onsets)
-    if summary.n >= MIN_SEEDS and 0.25 <= summary.low and summary.high <= 0.75 and max(onsets) < 1:
-        verdict = "agree"  # the interval within the band, as disagreeing asks it outside (issue 40; was the mean)
-    elif summary.n >= MIN_SEEDS and (summary.high < 0.25 or summary.low > 0.75):
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
+    summary, verdict = summarize(onsets), lead_part(onsets)
     heads = ", ".join(f"s{r['seed']} {r['routing_head']} at {r['onset_over_tau']} τ" for r in base)
     return verdict, {"text": f"routing head onset {_interval_text(summary)} τ ({heads})", "n": summary.n}
 
@@ -181,10 +184,11 @@ def ablation_table(rows: list[dict], runs: dict[str, dict]) -> list[dict]:
     return table
 
 
-def c5_delay(table: list[dict], rows: list[dict]) -> tuple[str, dict[str, str]]:
-    """The delay part of C5's rule (from-start ablation of the routing head) and every ablation's Welch interval."""
+def c5_delay(table: list[dict], rows: list[dict]) -> tuple[dict, dict[str, str]]:
+    """The delay part of C5's figures (the from-start ablation of the routing head: Welch's τ_ablated - τ_base and
+    the base point's τ) and every ablation's Welch interval as text."""
     base_tau = [float(r["tau"]) for r in rows if _base_point(r) and r["direction"] == "bz_to_a" and r["tau"]]
-    texts, verdict = {}, "pending"
+    texts, figures = {}, {"delay": None, "base_tau": base_tau}
     for kind, _, _ in ABLATIONS:
         chosen = [r for r in table if r["ablation"] == kind]
         if not chosen:
@@ -198,24 +202,21 @@ def c5_delay(table: list[dict], rows: list[dict]) -> tuple[str, dict[str, str]]:
             f"τ_ablated - τ_base {_interval_text(gap)} (Welch; paired per seed {_interval_text(within)}: {paired})"
         )
         if kind == "from_start":
-            if gap.n >= MIN_SEEDS and gap.low is not None and gap.low > 0:
-                verdict = "agree"
-            elif gap.n >= MIN_SEEDS and gap.high is not None and gap.high < 0.1 * float(np.mean(base_tau)):
-                verdict = "disagree"
-            else:
-                verdict = "inconclusive"
-    return verdict, texts
+            figures["delay"] = gap
+    return figures, texts
 
 
 def c5_claim(rows: list[dict], runs: dict[str, dict]) -> dict:
     """C5's ledger columns by its rule: the lead and the delay, both over the base point's seeds."""
     routing, table = routing_table(rows, runs), ablation_table(rows, runs)
     lead, lead_figures = c5_lead(routing)
-    delay, delay_texts = c5_delay(table, rows)
+    delay_figures, delay_texts = c5_delay(table, rows)
+    delay = delay_part(delay_figures["delay"], delay_figures["base_tau"])
     if lead == "pending" and delay == "pending":
         return {"verdict": "pending"}
-    parts = [lead, delay]
-    verdict = "disagree" if "disagree" in parts else "agree" if parts == ["agree", "agree"] else "inconclusive"
+    onsets = [float(r["onset_over_tau"]) for r in routing if _base_point(r) and r["onset_over_tau"] != ""]
+    decision = RULES["C5"]({"onsets": onsets, **delay_figures})
+    verdict = decision.verdict
     after = [r for r in routing if _base_point(r)]
     costs = ", ".join(f"s{r['seed']} {r['routing_head']} +{r['routing_head_ablation_after_tau']} nats (rank "
                       f"{r['routing_head_ablation_rank']}/16)" for r in after)  # fmt: skip
@@ -237,15 +238,12 @@ def c5_claim(rows: list[dict], runs: dict[str, dict]) -> dict:
             f"; the rule's Welch interval carries the seeds' own spread of τ ({spread:.0f} steps), which the "
             "paired per-seed difference does not; more seeds, or new runs under a rule on the paired difference, decide it"
         )
-    return {"verdict": verdict, "seeds": str(n), "ours": ours, "why": why,
+    return {"verdict": verdict, "flag": decision.flag, "seeds": str(n), "ours": ours, "why": why,
             "theirs": "layer 0, head 3 routes z from ~0.5 τ; removing it delays the transition or raises the loss "
             "sharply"}  # fmt: skip
 
 
 # -- C8: do the bases switch together? ------------------------------------------------------------------------------
-
-#: C8's committed rule (first round): the interquartile range of the bases' switch steps is at most this share of τ
-SWITCH_IQR_BOUND = 0.25
 
 
 def _first_step_with_share(run: dict, share: float, threshold: float = 0.8) -> float:
@@ -306,7 +304,8 @@ def c8_claim(table: list[dict]) -> dict:
     if not chosen:
         return {"verdict": "pending"}
     holds = [float(r["switch_iqr_over_tau"]) <= SWITCH_IQR_BOUND for r in chosen]
-    verdict = "agree" if all(holds) else "disagree" if sum(not h for h in holds) > len(holds) / 2 else "inconclusive"
+    decision = RULES["C8"]({"iqr": [float(r["switch_iqr_over_tau"]) for r in chosen]})
+    verdict = decision.verdict
     base = [r for r in chosen if _base_point(r)]
     half = [r["at_80pct_half_tau"] for r in chosen if r["at_80pct_half_tau"] != ""]
     at_tau = [r["at_80pct_tau"] for r in chosen if r["at_80pct_tau"] != ""]
@@ -326,16 +325,12 @@ def c8_claim(table: list[dict]) -> dict:
         "per-base accuracy is not defined in its code, and per-base candidate accuracy is not recorded here"
         + _c8_misses(missed)
     )
-    return {"verdict": verdict, "seeds": f"{len(chosen)} runs ({len(base)} at the base point)", "ours": ours,
+    return {"verdict": verdict, "flag": decision.flag, "seeds": f"{len(chosen)} runs ({len(base)} at the base point)", "ours": ours,
             "theirs": "0% of sampled bases at 80% at τ/2, almost all at τ", "why": why}  # fmt: skip
 
 
 # -- C6: the Hessian around τ over seeds ----------------------------------------------------------------------------
 
-#: the study's escape direction is 500-1,000x flatter than the dominant curvature
-STUDY_FLATNESS = (500, 1000)
-#: C6's rule (re-registered 2026-12-04, issue 40): within this factor of the study's band agrees
-FLATNESS_FACTOR = 3
 #: a Hessian point is on the plateau while the candidate loss (interpolated there) is still >= this share of log K
 PLATEAU_LEVEL = 0.9
 
@@ -360,36 +355,39 @@ def hessian_table(rows: list[dict], runs: dict[str, dict]) -> list[dict]:
     return table
 
 
-def c6_verdict(plateau: list[dict]) -> tuple[str, str]:
-    """C6's rule on the plateau points: per seed the geometric mean of top / |escape curvature|, over seeds the 95%
-    t-interval of its log10, against the study's band widened by :data:`FLATNESS_FACTOR`; returns the verdict and
-    the line of figures behind it."""
-    per_seed = {}
-    for row in plateau:
-        per_seed.setdefault(row["seed"], []).append(math.log10(row["top_over_escape"]))
-    logs = [sum(values) / len(values) for values in per_seed.values()]
-    summary = summarize(logs)
-    low, high = math.log10(STUDY_FLATNESS[0] / FLATNESS_FACTOR), math.log10(STUDY_FLATNESS[1] * FLATNESS_FACTOR)
-    means = ", ".join(f"s{seed} {10**value:,.0f}x" for seed, value in zip(per_seed, logs))
-    line = f"geometric mean per seed {means}; over seeds {10**summary.mean:,.0f}x"
+def _flatness_text(points: list[dict]) -> str:
+    """Per seed the geometric mean of top / |curvature| and over the seeds its 95% interval (:func:`flatness`)."""
+    summary = flatness(points)
+    seeds = list(dict.fromkeys(point["seed"] for point in points))
+    means = ", ".join(f"s{seed} {_times(flatness([p for p in points if p['seed'] == seed]).mean)}" for seed in seeds)
+    line = f"per seed {means}; over seeds {_times(summary.mean)}"
     if summary.low is None:
-        return "inconclusive", line + " (one seed: no interval)"
-    line += f" [{10**summary.low:,.0f}, {10**summary.high:,.0f}] (n={summary.n})"
-    if low <= summary.low and summary.high <= high:
-        return "agree", line
-    if summary.high <= 0:
-        return "disagree", line
-    if summary.low > 0 and (summary.low > high or summary.high < low):
-        return "agree in kind", line
-    return "inconclusive", line
+        return line + " (one seed: no interval)"
+    return line + f" [{_times(summary.low)[:-1]}, {_times(summary.high)[:-1]}] (n={summary.n})"
+
+
+def _times(log10: float) -> str:
+    value = 10**log10
+    return f"{value:,.0f}x" if value >= 100 else f"{value:.2g}x"
+
+
+#: C6's readings of the escape direction (none of them the study's measure: its code measures no Hessian)
+DISPLACEMENT, BOTTOM = "the displacement to the run's last checkpoint", "the bottom eigenvector"
 
 
 def c6_claim(table: list[dict]) -> dict:
-    """C6 by its rule (:func:`c6_verdict`), over every run with a Hessian, and the bottom eigenvalue's sign."""
+    """C6 by its rule (``rules.py``), over every run with a Hessian: the magnitude band on the study's own measure of
+    the escape direction, which no reading here is; our two readings reported."""
     plateau = [r for r in table if r["on_plateau"]]
     if not plateau:
         return {"verdict": "pending"}
-    verdict, over_seeds = c6_verdict(plateau)
+    readings = {
+        DISPLACEMENT: [{"seed": r["seed"], "top": r["top"], "bottom": r["bottom"], "curvature": r["escape_curvature"]}
+                       for r in plateau],
+        BOTTOM: [{"seed": r["seed"], "top": r["top"], "bottom": r["bottom"], "curvature": r["bottom"]}
+                 for r in plateau if r["bottom"] < 0],
+    }  # fmt: skip
+    decision = RULES["C6"]({"readings": readings, "study_reading": None})
     seeds = sorted({r["seed"] for r in plateau})
     parts = []
     for seed in seeds:
@@ -399,28 +397,28 @@ def c6_claim(table: list[dict]) -> dict:
                      f"({mine[0]['step_over_tau']:.2f}-{mine[-1]['step_over_tau']:.2f} τ), bottom eigenvalue "
                      f"{max(bottoms):.3g} to {min(bottoms):.3g}")  # fmt: skip
     negative = sum(r["bottom"] < 0 for r in plateau)
-    ours = (
-        f"top / |escape curvature| on the plateau (candidate loss >= {PLATEAU_LEVEL} log K): "
-        + "; ".join(parts)
-        + f"; bottom eigenvalue negative at {negative}/{len(plateau)} plateau points"
-    )
-    low = min(r["top_over_escape"] for r in plateau)
     steep = [r["top"] / abs(r["bottom"]) for r in plateau if r["bottom"] < 0]
-    ours += f"; top / |bottom eigenvalue| {min(steep):.1f}-{max(steep):.1f}" if steep else ""
-    ours += f"; {over_seeds}"
-    band = (STUDY_FLATNESS[0] / FLATNESS_FACTOR, STUDY_FLATNESS[1] * FLATNESS_FACTOR)
-    how = "by more than" if verdict == "agree in kind" else "against"
+    band = f"{FLATNESS_BAND[0]:,.0f}-{FLATNESS_BAND[1]:,.0f}x"
+    ours = (
+        f"top / |escape curvature| on the plateau (candidate loss >= {PLATEAU_LEVEL} log K), along {DISPLACEMENT}: "
+        + "; ".join(parts)
+        + f"; {_flatness_text(readings[DISPLACEMENT])}; along {BOTTOM} (top / |bottom eigenvalue|, "
+        f"{min(steep):.1f}-{max(steep):.1f}x): {_flatness_text(readings[BOTTOM])}; bottom eigenvalue negative at "
+        f"{negative}/{len(plateau)} plateau points; the band (the study's 500-1,000x within a factor "
+        f"{FLATNESS_FACTOR}): {band}"
+    )
     why = (
-        f"flatter than the study's {STUDY_FLATNESS[0]}-{STUDY_FLATNESS[1]}x, {how} the rule's factor "
-        f"{FLATNESS_FACTOR} (every plateau point >= {low:,.0f}x; the band's factor {FLATNESS_FACTOR} is "
-        f"{band[0]:,.0f}-{band[1]:,.0f}x), though the "
-        "saddle's steepest descent direction is only a few times flatter than its top: the escape direction here is "
-        "the displacement to the run's last checkpoint, and its curvature v'Hv/|v|^2 averages the eigenvalues over "
-        "v's components, positive and negative ones cancelling; the study's code has no Hessian measurement, so its "
-        "direction is not known"
+        "the band is read on the study's own measure of the escape direction, and the study's code has no Hessian "
+        f"measurement, so which direction it measured is not known; our two readings lie on either side of the band "
+        f"({DISPLACEMENT} above it, {BOTTOM}, the saddle's steepest descent direction, below it), and a descent "
+        "direction's curvature v'Hv/|v|^2 ranges from the bottom eigenvalue to 0, so some direction meets any ratio "
+        "from top / |bottom| up: the band is met or missed by the choice of direction. 'Flatter' alone (ratio > 1) "
+        "cannot fail here: |v'Hv| / |v|^2 <= max(top, |bottom|) and top >= |bottom| at every plateau point. The "
+        "study's definition of its escape direction would decide it"
     )
     return {
-        "verdict": verdict,
+        "verdict": decision.verdict,
+        "flag": decision.flag,
         "seeds": str(len(seeds)),
         "ours": ours,
         "why": why,

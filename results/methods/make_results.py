@@ -35,11 +35,10 @@ With no record yet it writes a table saying so and leaves every verdict pending.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from hf_icot.studies import league
-from hf_icot.studies.claims import knife_edge, update_ledger
+from hf_icot.studies.claims import update_ledger
 from hf_icot.studies.report import (
     RUN_NAME,
     fill_section,
@@ -55,12 +54,12 @@ from hf_icot.studies.report import (
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, TASKS
+from results.methods.rules import RULES
 
 HERE = Path(__file__).resolve().parent
 
 BAR = 0.9
 SEEDS = 3  # seeds per method and task in runs.yaml
-CUT = -0.05  # M1-M3: d's interval against it
 COST = "forward passes / answer (1 per latent thought or generated token)"
 
 
@@ -260,11 +259,11 @@ def _interval(summary: Summary) -> str:
 
 
 def compare(
-    rows: dict[str, dict], task: str, first: str, second: str, missing: dict[tuple[str, str], list[str]]
+    rows: dict[str, dict], claim: str, task: str, first: str, second: str, missing: dict[tuple[str, str], list[str]]
 ) -> dict:
-    """M1-M3: d = ``first``'s mean final test score minus ``second``'s with Welch's 95% interval; agree if its lower
-    bound >= :data:`CUT`, disagree if its upper bound < :data:`CUT`, else inconclusive (pending: see
-    :func:`_waiting`); a knife-edge when d is within one standard error of the cut."""
+    """M1-M3 (``claim``): d = ``first``'s mean final test score minus ``second``'s with Welch's 95% interval, read by
+    the claim's rule (``rules.py``: agree if its lower bound >= -0.05, disagree if its upper bound < -0.05, else
+    inconclusive; pending: see :func:`_waiting`)."""
     seeds, short = _waiting(rows, task, (first, second), missing)
     absent = [method for method in (first, second) if method not in rows]
     if absent:
@@ -281,15 +280,14 @@ def compare(
     )
     if short or d.low is None:
         return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
-    verdict = "agree" if d.low >= CUT else "disagree" if d.high < CUT else "inconclusive"
-    flag = knife_edge(d.mean, CUT, d.std, f"d = {first} - {second}")
-    return {"verdict": verdict, "flag": flag, "seeds": seeds, "ours": ours}
+    decision = RULES[claim]({"d": d, "what": f"d = {first} - {second}"})
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
 
 
-def premise(rows: dict[str, dict], task: str, missing: dict[tuple[str, str], list[str]]) -> dict:
-    """M0: the best internalizing method's mean >= 0.90 with its interval's lower bound >= 0.85, and end to end's
-    mean 0.30 or more below it with Welch's interval of the gap above 0.15: agree; its mean < 0.90: disagree; else
-    inconclusive (pending: see :func:`_waiting`; a method ``runs.yaml`` does not run on ``task`` is not waited for)."""
+def premise(rows: dict[str, dict], claim: str, task: str, missing: dict[tuple[str, str], list[str]]) -> dict:
+    """M0 (``claim``) by its rule (``rules.py``, the league's premise): the best internalizing method's final scores
+    against end to end's (pending: see :func:`_waiting`; a method ``runs.yaml`` does not run on ``task`` is not waited
+    for)."""
     expected = [m for m in (*INTERNALIZING, "e2e") if m in rows or (task, m) in missing]
     seeds, short = _waiting(rows, task, tuple(expected) or ("e2e",), missing)
     candidates = [rows[method] for method in INTERNALIZING if method in rows]
@@ -302,18 +300,8 @@ def premise(rows: dict[str, dict], task: str, missing: dict[tuple[str, str], lis
     ours = f"best: {best['method']} {final.text(3)}; end to end {e2e['final'].text(3)}; gap {_interval(gap)}{short}"
     if short:
         return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
-    strong = final.mean >= BAR and final.low is not None and final.low >= 0.85
-    if final.mean < BAR:
-        verdict = "disagree"
-    elif strong and gap.mean >= 0.3 and gap.low is not None and gap.low > 0.15:
-        verdict = "agree"
-    else:
-        verdict = "inconclusive"
-    flags = [
-        knife_edge(final.mean, BAR, final.std / math.sqrt(final.n), f"{best['method']}'s mean"),
-        knife_edge(gap.mean, 0.3, gap.std if gap.low is not None else None, "the gap to end to end"),
-    ]
-    return {"verdict": verdict, "flag": "; ".join(flag for flag in flags if flag), "seeds": seeds, "ours": ours}
+    decision = RULES[claim]({"best": final, "best_name": best["method"], "gap": gap})
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
 
 
 def verdicts(
@@ -325,7 +313,10 @@ def verdicts(
     for name, task in TASKS.items():
         rows = by_task.get(name, {})
         for claim, rule in task.claims.items():
-            results[claim] = premise(rows, name, missing) if rule == PREMISE else compare(rows, name, *rule, missing)
+            if rule == PREMISE:
+                results[claim] = premise(rows, claim, name, missing)
+            else:
+                results[claim] = compare(rows, claim, name, *rule, missing)
     return results
 
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from hf_icot.studies import league
-from hf_icot.studies.claims import knife_edge, update_ledger
+from hf_icot.studies.claims import update_ledger
 from hf_icot.studies.report import fill_section, pyplot, save_figure, write_table
 from hf_icot.studies.statistics import difference, summarize
+from results.mult_cpu.rules import M1_BAR, M1_FLOOR, RULES
 
 HERE = Path(__file__).resolve().parent
 TASKS = {"mult3x3": "3x3 multiplication", "mult4x4": "4x4 multiplication"}
@@ -47,8 +48,7 @@ def cot_tokens(a_digits: int, b_digits: int) -> list[str]:
 
 #: the chain's tokens per task (the task is the run name's first part, e.g. ``mult4x4``)
 COT_TOKENS = {f"mult{n}x{n}": cot_tokens(n, n) for n in (3, 4)}
-M1_BAR, M1_E2E_CEILING, M1_FLOOR = 0.90, 0.10, 0.50
-M2_BAR, M2_BUDGET = 0.90, "_hour"  # M2's runs end in _hour: the steps a quiet hour here allows
+M2_BUDGET = "_hour"  # M2's runs end in _hour: the steps a quiet hour here allows
 
 
 def end_losses(run: dict) -> dict[float, float]:
@@ -137,18 +137,18 @@ def verdict_m1(rows: list[dict]) -> dict:
         ours += f"; end to end {summarize(e2e_scores).text(3)}"
         if len(e2e_scores) > 1 and len(scores) > 1:
             ours += f"; gap {difference(scores, e2e_scores).text(3)}"
-    if len(scores) >= 3 and min(scores) >= M1_BAR and e2e is not None and max(e2e_scores) <= M1_E2E_CEILING:
-        verdict = "agree"
-    elif len(scores) >= 3 and best["final"].mean < M1_FLOOR:
-        verdict = "disagree"
-    elif len(scores) >= 3 or _m1_settled(settings):
-        verdict = "inconclusive"
-        ours += "" if len(scores) >= 3 else "; settled before every seed: the seeds still to come cannot change it"
-    else:
-        verdict = "pending"
-    error = best["final"].std / len(scores) ** 0.5 if len(scores) > 1 else None
-    flag = knife_edge(best["final"].mean, M1_FLOOR, error, "the best setting's mean")
-    return {"verdict": verdict, "seeds": len(scores), "ours": ours, "flag": flag}
+    decision = RULES["M1"]({"scores": scores, "best": best["final"], "e2e": None if e2e is None else e2e_scores})
+    verdict = decision.verdict
+    if decision.branch == "inconclusive" and len(scores) < 3:
+        settled = _m1_settled(settings)
+        verdict = "inconclusive" if settled else "pending"
+        ours += "; settled before every seed: the seeds still to come cannot change it" if settled else ""
+    return {
+        "verdict": verdict,
+        "seeds": len(scores),
+        "ours": ours,
+        "flag": "" if verdict == "pending" else decision.flag,
+    }
 
 
 def _m1_settled(settings: list[dict]) -> bool:
@@ -174,13 +174,14 @@ def verdict_m2(rows: list[dict]) -> dict:
     scores = [league.final_test(run) for run in runs]
     best = ", ".join(best_held_out(run) for run in runs)
     ours = f"over the hour: test implicit EM {summarize(scores).text(3)}, best held-out {best}; by budget: {budgets}"
-    if max(scores) < M2_BAR:
-        verdict = "disagree"
-    elif len(scores) >= 3 and min(scores) >= M2_BAR:
-        verdict = "agree"
-    else:
-        verdict = "pending" if len(scores) < 3 else "inconclusive"
-    return {"verdict": verdict, "seeds": len(scores), "ours": ours}
+    decision = RULES["M2"]({"scores": scores})
+    verdict = "pending" if decision.branch == "inconclusive" and len(scores) < 3 else decision.verdict
+    return {
+        "verdict": verdict,
+        "flag": "" if verdict == "pending" else decision.flag,
+        "seeds": len(scores),
+        "ours": ours,
+    }
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

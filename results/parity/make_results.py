@@ -21,18 +21,19 @@ from pathlib import Path
 from typing import Any
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
-from hf_icot.studies.claims import knife_edge, update_ledger
+from hf_icot.studies.claims import update_ledger
 from hf_icot.studies.report import (
     fmt,
     read_json,
     record_folders,
     write_table,
 )
-from hf_icot.studies.statistics import difference, summarize
+from hf_icot.studies.statistics import summarize
 from hf_icot.studies.sweep import RECORD_FILE
 from results.parity.parity_budget import GROUPS as BUDGET_GROUPS
 from results.parity.parity_budget import budget_rows, plot_budget, verdict_b5
 from results.parity.parity_plots import plot_attention, plot_losses
+from results.parity.rules import RULES, fisher_p
 
 HERE = Path(__file__).resolve().parent
 SUCCESS = 0.99  # test implicit answer EM of a successful seed (B1, A8-parity)
@@ -227,13 +228,6 @@ def mlp_rows(groups: Groups) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: (row["n"], row["k"], row["schedule"]))
 
 
-def by_share(count: int, total: int) -> str:
-    """The rule of B1, B4 and A8-parity: agree with >= 80% of the seeds, disagree with <= 20%."""
-    if count >= 0.8 * total:
-        return "agree"
-    return "disagree" if count <= 0.2 * total else "inconclusive"
-
-
 def rate(groups: Groups, name: str) -> tuple[int, int]:
     """(successful seeds, seeds) of a group; (0, 0) when it has no run."""
     group = groups.get(name, [])
@@ -245,41 +239,46 @@ def mean_of(groups: Groups, name: str) -> float:
     return summarize(values).mean if values else float("nan")
 
 
-def verdict_b1(groups: Groups, group: str = "a_paper_log_icot") -> dict[str, Any] | None:
+def _result(claim: str, figures: dict[str, Any], **columns: Any) -> dict[str, Any]:
+    """The ledger columns of ``claim`` by its rule (``rules.py``) on ``figures``: verdict and flag, and ``columns``."""
+    decision = RULES[claim](figures)
+    return {"verdict": decision.verdict, "flag": decision.flag, **columns}
+
+
+def verdict_b1(groups: Groups, group: str = "a_paper_log_icot", claim: str = "B1") -> dict[str, Any] | None:
     won, n = rate(groups, group)
     if not n:
         return None
     values = summarize([implicit(run) for run in groups[group]]).text()
-    return {"verdict": by_share(won, n), "seeds": n, "ours": f"{won}/{n} seeds >= {SUCCESS}; test implicit {values}"}
+    return _result(claim, {"successes": won, "seeds": n}, seeds=n, ours=f"{won}/{n} seeds >= {SUCCESS}; test implicit "
+                   f"{values}")  # fmt: skip
 
 
-def verdict_b2(groups: Groups, group: str = "a_paper_log_icot") -> dict[str, Any] | None:
+def verdict_b2(groups: Groups, group: str = "a_paper_log_icot", claim: str = "B2") -> dict[str, Any] | None:
     share = node_share(groups.get(group, []))
     if share is None:
         return None
-    verdict = "agree" if share >= 0.95 else "disagree" if share < 0.80 else "inconclusive"
     seeds = len(groups[group])
     shares = [value for value in (node_share([run]) for run in groups[group]) if value is not None]  # per seed
-    error = summarize(shares).std / len(shares) ** 0.5 if len(shares) > 1 else None
-    cut = 0.95 if abs(share - 0.95) < abs(share - 0.80) else 0.80
-    return {"verdict": verdict, "seeds": seeds, "ours": f"{fmt(share)} of the nodes of {seeds} seeds (children.md)",
-            "flag": knife_edge(share, cut, error, "the share of nodes")}  # fmt: skip
+    return _result(claim, {"share": share, "per_seed": shares}, seeds=seeds,
+                   ours=f"{fmt(share)} of the nodes of {seeds} seeds (children.md)")  # fmt: skip
 
 
 def verdict_b3(groups: Groups) -> dict[str, Any] | None:
-    (won, n), (step_won, step_n) = rate(groups, "a_paper_log_icot"), rate(groups, "a_paper_stepwise")
-    if not (n and step_n):
+    """B3 over both groups of each curriculum at n^3 (``a_paper_*``, seeds 0-9, and ``a_b3_*``, seeds 10-19)."""
+    log_icot = [run for name in B3_LOG_ICOT for run in groups.get(name, [])]
+    stepwise = [run for name in B3_STEPWISE for run in groups.get(name, [])]
+    if not (log_icot and stepwise):
         return None
-    log_rate, step_rate = won / n, step_won / step_n
-    if max(log_rate, step_rate) < 0.3:
-        verdict = "inconclusive"
-    elif log_rate - step_rate >= 0.3:
-        verdict = "agree under our reading"  # equal samples, unequal batch per step: the reading in its claim
-    else:
-        verdict = "disagree" if step_rate >= log_rate else "inconclusive"
+    figures = {"log_icot": [float(succeeded(run)) for run in log_icot],
+               "stepwise": [float(succeeded(run)) for run in stepwise]}  # fmt: skip
+    won, step_won = successes(log_icot), successes(stepwise)
     gpt2 = [f"{name} {w}/{t}" for name in ("gpt2_log_icot", "gpt2_stepwise") for w, t in [rate(groups, name)] if t]
-    ours = f"Log-ICoT {won}/{n}, token by token {step_won}/{step_n} at equal samples; GPT-2 (Adam): "
-    return {"verdict": verdict, "seeds": f"{n} + {step_n}", "ours": ours + (", ".join(gpt2) or "not run")}
+    ours = (f"Log-ICoT {won}/{len(log_icot)}, token by token {step_won}/{len(stepwise)} at equal samples (Fisher's "
+            f"exact two-sided p = {fisher_p(figures):.3g}); GPT-2 (Adam): ")  # fmt: skip
+    return _result(
+        "B3", figures, seeds=f"{len(log_icot)} + {len(stepwise)}", ours=ours + (", ".join(gpt2) or "not run")
+    )
 
 
 def verdict_b4(groups: Groups) -> dict[str, Any] | None:
@@ -290,7 +289,7 @@ def verdict_b4(groups: Groups) -> dict[str, Any] | None:
         bool(changes) and all(c["spike"] and c["drop"] for c in changes) for changes in map(stage_changes, runs)
     )
     ours = f"spike and drop at every stage change in {clean}/{len(runs)} seeds (stages.md)"
-    return {"verdict": by_share(clean, len(runs)), "seeds": len(runs), "ours": ours}
+    return _result("B4", {"successes": clean, "seeds": len(runs)}, seeds=len(runs), ours=ours)
 
 
 def verdict_a8(groups: Groups) -> dict[str, Any] | None:
@@ -303,9 +302,8 @@ def verdict_a8(groups: Groups) -> dict[str, Any] | None:
         f"{won}/{len(model_b)} seeds internalize; end to end {e2e}/{e2e_n}; "
         f"removed steps reading 0 instead: {zero}/{zero_n}"
     )
-    verdict = by_share(won, len(model_b))  # the seed leaves open what a removed position holds: our reading agrees
-    verdict = "agree under our reading" if verdict == "agree" else verdict
-    return {"verdict": verdict, "seeds": len(model_b), "ours": ours}
+    # the seed leaves open what a removed position holds: the rule's reading agrees under it
+    return _result("A8-parity", {"successes": won, "seeds": len(model_b)}, seeds=len(model_b), ours=ours)
 
 
 def verdict_a9(groups: Groups) -> dict[str, Any] | None:
@@ -323,23 +321,15 @@ def verdict_a9(groups: Groups) -> dict[str, Any] | None:
     mixture, curriculum = groups.get(f"c_mixture_{point}", []), groups.get(f"c_curriculum_{point}", [])
     if len(mixture) < 5 or not curriculum:
         return None
-    mixture_mean = mean_of(groups, f"c_mixture_{point}")
     values = {name: [implicit(run) for run in groups[f"c_{name}_{point}"] if implicit(run) is not None]
               for name in ("mixture", "e2e")}  # fmt: skip
-    gap = difference(values["mixture"], values["e2e"])
-    flag = knife_edge(gap.mean, 0.10, gap.std if gap.low is not None else None, "mixture - end to end")
-    if mixture_mean - mean_of(groups, f"c_e2e_{point}") <= 0.10:
-        verdict = "disagree"
-    elif successes(mixture) >= 0.8 * len(mixture) and mean_of(groups, f"c_curriculum_{point}") <= mixture_mean + 0.01:
-        verdict = "agree"
-    else:
-        verdict = "inconclusive"
+    figures = {**values, "curriculum_mean": mean_of(groups, f"c_curriculum_{point}")}
     shown = [
         f"{kind} {table[(kind, n, k)]['no CoT shown']}"
         for kind in ("e2e", "curriculum", "mixture")
         if (kind, n, k) in table
     ]
-    return {"verdict": verdict, "seeds": len(mixture), "ours": f"n = {n}, k = {k}: " + "; ".join(shown), "flag": flag}
+    return _result("A9", figures, seeds=len(mixture), ours=f"n = {n}, k = {k}: " + "; ".join(shown))
 
 
 def verdict_a10(groups: Groups) -> dict[str, Any] | None:
@@ -350,27 +340,22 @@ def verdict_a10(groups: Groups) -> dict[str, Any] | None:
     pairs += complete
     if not pairs:
         return None
-    cot_rates = {cot: successes(groups[cot]) / len(groups[cot]) for cot, _ in pairs}
-    e2e_wins = [successes(groups[e2e]) for _, e2e in pairs]
-    internalized = [cot for cot, value in cot_rates.items() if value >= 0.8]
-    if internalized and all(wins <= 1 for wins in e2e_wins):
-        verdict = "agree under our reading" if internalized == [MODEL_B] else "agree"
-    elif max(e2e_wins) >= max(successes(groups[cot]) for cot, _ in pairs):
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
+    counts = [(cot, successes(groups[cot]), len(groups[cot]), successes(groups[e2e]), len(groups[e2e]))
+              for cot, e2e in pairs]  # fmt: skip
     ours = "; ".join(
         f"{cot}: {successes(groups[cot])}/{len(groups[cot])} vs end to end {successes(groups[e2e])}/{len(groups[e2e])}"
         for cot, e2e in pairs
     )
     if not any(pair in pairs for pair in PAIRS_N4):
         ours += "; model A at n^4 end to end not yet run (a_budget_no_cot_b810000)"
-    return {"verdict": verdict, "seeds": ", ".join(str(len(groups[cot])) for cot, _ in pairs), "ours": ours}
+    seeds = ", ".join(str(len(groups[cot])) for cot, _ in pairs)
+    return _result("A10", {"pairs": counts, "model_b": MODEL_B}, seeds=seeds, ours=ours)
 
 
 VERDICTS = {
     "B1": verdict_b1, "B2": verdict_b2, "B3": verdict_b3, "B4": verdict_b4,
-    "B1-n4": lambda groups: verdict_b1(groups, FRESH_N4), "B2-n4": lambda groups: verdict_b2(groups, FRESH_N4),
+    "B1-n4": lambda groups: verdict_b1(groups, FRESH_N4, "B1-n4"),
+    "B2-n4": lambda groups: verdict_b2(groups, FRESH_N4, "B2-n4"),
     "B5": lambda groups: verdict_b5(groups, succeeded), "A8-parity": verdict_a8, "A9": verdict_a9,
     "A10": verdict_a10,
 }  # fmt: skip
@@ -382,13 +367,15 @@ PAIRS = [("a_paper_log_icot", "a_paper_no_cot"), ("b_paper_stepwise", "b_paper_n
 # FRESH_N4: B1-n4's and B2-n4's Log-ICoT at B = n^4 on fresh seeds 10-19
 PAIRS_N4, MODEL_B = [("a_budget_log_icot_b810000", "a_budget_no_cot_b810000")], "b_paper_stepwise"
 FRESH_N4 = "a_fresh_log_icot_b810000"
+#: B3's groups at n^3 (re-registered 2026-12-07, issue 54: 20 seeds a curriculum, the a_b3_* groups seeds 10-19)
+B3_LOG_ICOT, B3_STEPWISE = ("a_paper_log_icot", "a_b3_log_icot"), ("a_paper_stepwise", "a_b3_stepwise")
 
 
 # the groups each claim's rule reads, with the seeds it asks for (A9 checks its own counts)
 DECIDING = {
     "B1": ["a_paper_log_icot"], "B2": ["a_paper_log_icot"], "B4": ["a_paper_log_icot"],
     "B1-n4": [FRESH_N4], "B2-n4": [FRESH_N4],
-    "B3": ["a_paper_log_icot", "a_paper_stepwise"], "A8-parity": ["b_paper_stepwise"],
+    "B3": [*B3_LOG_ICOT, *B3_STEPWISE], "A8-parity": ["b_paper_stepwise"],
     "A10": [group for pair in PAIRS for group in pair], "B5": BUDGET_GROUPS,
 }  # fmt: skip
 RULE_SEEDS = 10
@@ -410,7 +397,8 @@ def verdicts(groups: Groups) -> dict[str, dict[str, Any]]:
             f"{name} {len(groups.get(name, []))}/{n}" for name, n in asked.items() if len(groups.get(name, [])) < n
         ]
         if short:
-            result = {**result, "verdict": "pending", "ours": f"so far ({', '.join(short)} seeds): {result['ours']}"}
+            result = {**result, "verdict": "pending", "flag": "",
+                      "ours": f"so far ({', '.join(short)} seeds): {result['ours']}"}  # fmt: skip
         found[claim] = result
     return found
 

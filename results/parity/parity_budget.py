@@ -13,6 +13,7 @@ from typing import Any
 
 from hf_icot.studies.report import error_bars, fmt, pyplot, save_figure
 from hf_icot.studies.statistics import success_rate, summarize
+from results.parity.rules import RULES
 
 #: per-stage batch of Log-ICoT -> (its label, Log-ICoT's group, token by token's group); n = 30
 BUDGETS = {
@@ -102,7 +103,7 @@ def plot_budget(groups: dict[str, list[dict[str, Any]]], succeeded: Any, out: Pa
 
 
 def verdict_b5(groups: dict[str, list[dict[str, Any]]], succeeded: Any) -> dict[str, Any] | None:
-    """B5's rule (claims.csv): B* = the smallest B with Log-ICoT >= 8/10; compare token by token there."""
+    """B5 by its rule (``rules.py``): B* = the smallest B with Log-ICoT >= 8/10; token by token compared there."""
     if not any(groups.get(group) for group in GROUPS):
         return None
     rates = {
@@ -124,12 +125,9 @@ def verdict_b5(groups: dict[str, list[dict[str, Any]]], succeeded: Any) -> dict[
                           and rates[b, curriculum][0] >= RULE * rates[b, curriculum][1]), None)
         for curriculum in CURRICULA
     }  # fmt: skip
-    star = reached["log_icot"]
-    verdict = "inconclusive"
-    if star is not None and (star, "stepwise") in rates:
-        log_rate = rates[star, "log_icot"][0] / rates[star, "log_icot"][1]
-        step_rate = rates[star, "stepwise"][0] / rates[star, "stepwise"][1]
-        verdict = "agree" if log_rate - step_rate >= 0.3 - 1e-9 else "disagree" if step_rate >= log_rate else verdict
+    grid = [(*rates[batch, "log_icot"], *rates[batch, "stepwise"]) for batch in BUDGETS
+            if (batch, "log_icot") in rates and (batch, "stepwise") in rates]  # fmt: skip
+    decision = RULES["B5"]({"grid": grid})
     to_success = ", ".join(
         f"{CURRICULA[c].split(' (')[0]} {SAMPLES[c][b]:,} samples (B = {BUDGETS[b][0]})" if b else
         f"{CURRICULA[c].split(' (')[0]} not within the grid"
@@ -141,4 +139,5 @@ def verdict_b5(groups: dict[str, list[dict[str, Any]]], succeeded: Any) -> dict[
         if counts[0] != counts[-1]
         else (f"{counts[0]} per point ({sum(counts)} runs)")
     )
-    return {"verdict": verdict, "seeds": seeds, "ours": f"{shown}; samples to >= 8/10: {to_success}"}
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds,
+            "ours": f"{shown}; samples to >= 8/10: {to_success}"}  # fmt: skip

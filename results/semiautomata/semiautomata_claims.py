@@ -11,10 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hf_icot.studies.claims import knife_edge
 from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import Summary, difference
-from results.semiautomata.semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
+from results.semiautomata.rules import RULES
+from results.semiautomata.semiautomata_runs import accuracy, chance, mean, ood_splits, select, summary_of
 
 PREFIX = "claim_"
 #: exploratory runs (``pilot_...``): tabled beside the claims, never read by a rule
@@ -63,19 +63,6 @@ def _diff(first: list[float], second: list[float]) -> Summary | None:
     return difference(first, second) if first and second else None
 
 
-def _above(summary: Summary | None, bound: float) -> bool:
-    """The interval lies above ``bound`` (a one-seed side has no interval: not above)."""
-    return summary is not None and summary.low is not None and summary.low > bound
-
-
-def _below(summary: Summary | None, bound: float, strict: bool = True) -> bool:
-    """The interval lies below ``bound`` (at or below it with ``strict=False``; a one-seed side has no interval: not
-    below)."""
-    if summary is None or summary.high is None:
-        return False
-    return summary.high < bound if strict else summary.high <= bound
-
-
 def _short(groups: dict[str, list[dict[str, Any]]]) -> list[str]:
     return [f"{name} ({len(group)} seeds)" for name, group in groups.items() if len(group) < MIN_SEEDS]
 
@@ -117,16 +104,9 @@ def a1(groups: dict) -> dict[str, Any]:
     found = {split: s for split, s in found.items() if s is not None}
     if not found:
         return _result("pending", {"full CoT": cot}, "no full-CoT run at the chosen regime yet")
-    good = all(s.mean >= 0.95 - EPS and (s.low if s.low is not None else s.mean) >= 0.90 - EPS for s in found.values())
-    # disagreeing asks an interval wholly below 0.80, as agreeing asks lower bounds (issue 40; was a mean)
-    verdict = "agree" if good else "disagree" if any(_below(s, 0.80) for s in found.values()) else "inconclusive"
+    decision = RULES["A1"]({"splits": found})
     ours = "; ".join(f"{split} {_text(s)}" for split, s in found.items())
-    # the worst split against the cut nearest it (agree's 0.95, disagree's 0.80), its standard error over the seeds
-    worst = min(found, key=lambda split: found[split].mean)
-    figure, error = found[worst].mean, found[worst].std / found[worst].n ** 0.5 if found[worst].n > 1 else None
-    cut = 0.95 if abs(figure - 0.95) < abs(figure - 0.80) else 0.80
-    flag = knife_edge(figure, cut, error, f"full CoT's {worst} mean")
-    return _result(verdict, {"full CoT": cot}, f"full CoT, explicit: {ours}", flag)
+    return _result(decision.verdict, {"full CoT": cot}, f"full CoT, explicit: {ours}", decision.flag)
 
 
 def a3(groups: dict) -> dict[str, Any]:
@@ -136,17 +116,10 @@ def a3(groups: dict) -> dict[str, Any]:
         return _result("pending", {"left curriculum": left}, "no left-curriculum run yet")
     drop = _diff(ids, oods)
     above_chance = summary_of([_above_chance(run) for run in left])
-    if mean(ids) < 0.90 - EPS:
-        verdict = "inconclusive"
-    elif _above(drop, 0.05):
-        verdict = "agree"
-    elif _below(drop, 0.05):  # the drop shown smaller than the margin, as agreeing shows it larger (issue 40)
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
+    decision = RULES["A3"]({"ids": ids, "oods": oods})
     ours = (f"left curriculum implicit ID {_text(summary_of(ids))}, mean OOD {_text(summary_of(oods))}, ID - OOD "
             f"{_text(drop)}; OOD - majority chance {_text(above_chance)}")  # fmt: skip
-    return _result(verdict, {"left curriculum": left}, ours)
+    return _result(decision.verdict, {"left curriculum": left}, ours, decision.flag)
 
 
 def _above_chance(run: dict[str, Any]) -> float | None:
@@ -155,28 +128,17 @@ def _above_chance(run: dict[str, Any]) -> float | None:
     return mean([a - c for a, c in gaps if a is not None and c is not None])
 
 
-def _compare(first: list[float], second: list[float]) -> str | None:
-    """``first``/``second`` when one side is >= 0.05 above the other with the difference's interval above 0."""
-    delta = _diff(first, second)
-    if delta is None:
-        return None
-    if delta.mean >= 0.05 - EPS and _above(delta, 0):
-        return "first"
-    if -delta.mean >= 0.05 - EPS and delta.high is not None and delta.high < 0:
-        return "second"
-    return None
-
-
 def a4(groups: dict) -> dict[str, Any]:
     left, right, inductive = (groups[f"{s} curriculum"] for s in ("left", "right", "inductive"))
-    winner = _compare(_ids(left), _ids(right)) or _compare(_oods(left), _oods(right))
-    verdict = {"first": "agree", "second": "disagree"}.get(winner, "inconclusive")
+    figures = {"first": _ids(left), "second": _ids(right), "first_ood": _oods(left), "second_ood": _oods(right)}
+    decision = RULES["A4"](figures)
     ours = "; ".join(
         f"{name} ID {_text(summary_of(_ids(g)))}, OOD {_text(summary_of(_oods(g)))}"
         for name, g in (("left", left), ("right", right), ("inductive", inductive))
     )
     ours += f"; left - right ID {_text(_diff(_ids(left), _ids(right)))}"
-    return _result(verdict, {"left": left, "right": right}, ours)  # the inductive one is reported, not required
+    # the inductive one is reported, not required
+    return _result(decision.verdict, {"left": left, "right": right}, ours, decision.flag)
 
 
 def best_learning_rate(groups: dict, depth: int, seed: int | None = None) -> float | None:
@@ -205,30 +167,25 @@ def a5(groups: dict, screen_seed: int | None = None) -> dict[str, Any]:
         return _result("pending", grid, "no run of one of the shapes yet")
     chosen = {f"depth {d}, lr {best[d]:g}": groups[f"depth {d}, lr {best[d]:g}"] for d in DEPTHS}
     shallow, deep = (_ids(group) for group in chosen.values())
-    verdict = {"first": "agree", "second": "disagree"}.get(_compare(shallow, deep), "inconclusive")
+    decision = RULES["A5-counter"]({"first": shallow, "second": deep, "first_ood": [], "second_ood": []})
     ours = "; ".join(f"depth {d} best at lr {best[d]:g}: ID {_text(summary_of(ids))}"
                      for d, ids in zip(DEPTHS, (shallow, deep), strict=True))  # fmt: skip
     ours += f"; difference {_text(_diff(shallow, deep))}"
     if screen_seed is not None:
         ours += f" (learning rates chosen on seed {screen_seed})"
-    return _result(verdict, grid if screen_seed is None else chosen, ours)
+    return _result(decision.verdict, grid if screen_seed is None else chosen, ours, decision.flag)
 
 
 def a6(groups: dict) -> dict[str, Any]:
     primes = [run for m in PRIMES for run in groups[f"C{m}"]]
     composites = [run for m in COMPOSITES for run in groups[f"C{m}"]]
-    on_id, on_ood = _compare(_ids(composites), _ids(primes)), _compare(_oods(composites), _oods(primes))
-    if "first" in (on_id, on_ood):
-        verdict = "agree"
-    elif on_id == on_ood == "second":
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
+    decision = RULES["A6-counter"]({"first": _ids(composites), "second": _ids(primes), "first_ood": _oods(composites),
+                                    "second_ood": _oods(primes)})  # fmt: skip
     ours = (f"composite (C14, C15) ID {_text(summary_of(_ids(composites)))}, OOD {_text(summary_of(_oods(composites)))}; "
             f"prime (C13, C17) ID {_text(summary_of(_ids(primes)))}, OOD {_text(summary_of(_oods(primes)))}; composite - "
             f"prime ID {_text(_diff(_ids(composites), _ids(primes)))}, OOD "
             f"{_text(_diff(_oods(composites), _oods(primes)))}")  # fmt: skip
-    return _result(verdict, {f"C{m}": groups[f"C{m}"] for m in PRIMES + COMPOSITES}, ours)
+    return _result(decision.verdict, {f"C{m}": groups[f"C{m}"] for m in PRIMES + COMPOSITES}, ours, decision.flag)
 
 
 def a7(groups: dict, length: int) -> dict[str, Any]:
@@ -237,18 +194,12 @@ def a7(groups: dict, length: int) -> dict[str, Any]:
     on_ood = _diff(_oods(mixture, f"hint={length}"), _oods(left))
     if on_id is None or on_ood is None:
         return _result("pending", {"left": left, "mixture": mixture}, "no mixture or left-curriculum run yet")
-    works = on_id.mean >= -0.05 - EPS and (on_id.low if on_id.low is not None else on_id.mean) >= -0.10 - EPS
-    if works and _above(on_ood, 0.05):
-        verdict = "agree"
-    elif _below(on_id, -0.10 - EPS) or _below(on_ood, 0, strict=False):  # intervals, as agree's (issue 40)
-        verdict = "disagree"
-    else:
-        verdict = "inconclusive"
+    decision = RULES["A7"]({"id": on_id, "ood": on_ood})
     ours = (f"mixture hint=0 ID {_text(summary_of(_ids(mixture, 'hint=0')))} vs left {_text(summary_of(_ids(left)))} "
             f"(difference {_text(on_id)}); mixture full CoT (hint={length}) OOD "
             f"{_text(summary_of(_oods(mixture, f'hint={length}')))} vs left {_text(summary_of(_oods(left)))} "
             f"(difference {_text(on_ood)})")  # fmt: skip
-    return _result(verdict, {"left": left, "mixture": mixture}, ours)
+    return _result(decision.verdict, {"left": left, "mixture": mixture}, ours, decision.flag)
 
 
 def probe_score(run: dict[str, Any]) -> float | None:
@@ -311,12 +262,12 @@ def a8(groups: dict) -> dict[str, Any]:
     pairs = [(p, o) for p, o in pairs if p is not None and o is not None]
     if len(pairs) < 3:
         return _result("pending", named, f"{len(pairs)} runs with probes")
+    decision = RULES["A8"]({"pairs": pairs})
     if len({p for p, _ in pairs}) < 2 or len({o for _, o in pairs}) < 2:
-        return _result("inconclusive", named, f"{len(pairs)} runs; one side is constant, no rank correlation")
+        return _result(decision.verdict, named, f"{len(pairs)} runs; one side is constant, no rank correlation")
     rho, p_value = stats.spearmanr([p for p, _ in pairs], [o for _, o in pairs])
-    significant = p_value < 0.05  # the same test for either side (issue 40)
-    verdict = "agree" if rho >= 0.5 and significant else "disagree" if rho <= 0 and significant else "inconclusive"
-    return _result(verdict, named, f"Spearman rho {rho:.3f} (p = {p_value:.3g}) over {len(pairs)} runs")
+    return _result(decision.verdict, named, f"Spearman rho {rho:.3f} (p = {p_value:.3g}) over {len(pairs)} runs",
+                   decision.flag)  # fmt: skip
 
 
 #: the claims read at a chosen point (R's, and R2's with the suffix ``-counter``), in the ledger's order

@@ -12,6 +12,7 @@ from typing import Any
 
 from hf_icot.studies.report import error_bars, pyplot, save_figure
 from hf_icot.studies.statistics import Summary, difference
+from results.semiautomata.rules import RULES
 from results.semiautomata.semiautomata_runs import EPS, accuracy, chance, mean, ood_splits, select, summary_of
 
 PREFIX = "regime_"
@@ -117,7 +118,8 @@ def verdict_r2(found: list[dict[str, Any]]) -> dict[str, Any]:
         return {"verdict": "pending", "seeds": seeds, "ours": f"{where}: short of {MIN_SEEDS} seeds per regime"}
     ours = (f"{where}: full CoT {_text(point['cot_id'])}, end to end {_text(point['e2e_id'])}, gap "
             f"{_text(point['gap'])}")  # fmt: skip
-    return {"verdict": "agree" if meets_bars(point) else "disagree", "seeds": point["cot_seeds"] + point["e2e_seeds"],
+    decision = RULES["R2"]({"cot": point["cot_id"], "gap": point["gap"]})
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": point["cot_seeds"] + point["e2e_seeds"],
             "ours": ours}  # fmt: skip
 
 
@@ -145,12 +147,15 @@ def verdict_r(found: list[dict[str, Any]]) -> dict[str, Any]:
         )
         if missing:
             ours += f"; short of {MIN_SEEDS} seeds: {', '.join(missing)}"
-        return {"verdict": "pending" if missing else "inconclusive", "seeds": seeds, "ours": ours}
+            return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
+        decision = RULES["R"]({"chosen": None, "points": [{"cot": p["cot_id"], "gap": p["gap"]} for p in found]})
+        return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
     ours = (
         f"{point['automaton']} at T = {point['T']}: full CoT {_text(point['cot_id'])}, end to end "
         f"{_text(point['e2e_id'])}, gap {_text(point['gap'])}; end to end within {SHORTCUT} of full CoT at: {shortcut}"
     )
-    return {"verdict": "agree", "seeds": seeds, "ours": ours}
+    decision = RULES["R"]({"chosen": {"cot": point["cot_id"], "gap": point["gap"]}, "points": []})
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
 
 
 def verdict_a2(found: list[dict[str, Any]], point: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -164,18 +169,16 @@ def verdict_a2(found: list[dict[str, Any]], point: dict[str, Any] | None) -> dic
                 + ", ".join(f"T={p['T']}: {p['e2e_id'].mean:.3f}" for p in series)
                 + f"; short of {MIN_SEEDS} seeds at T = {', '.join(map(str, missing))}")  # fmt: skip
         return {"verdict": "pending", "seeds": sum(p["cot_seeds"] + p["e2e_seeds"] for p in series), "ours": ours}
-    e2e = [p["e2e_id"].mean for p in series]
-    rises = any(later - earlier > SHORTCUT for earlier, later in zip(e2e, e2e[1:]))
-    interval_ok = point["gap"].low is not None and point["gap"].low > 0.15
-    if all(abs(p["gap"].mean) <= SHORTCUT for p in series):
-        verdict = "disagree"
-    elif interval_ok and not rises:
-        verdict = "agree"
-    else:
-        verdict = "inconclusive"
+    figures = {
+        "gap": point["gap"],
+        "e2e_by_t": [p["e2e_id"].mean for p in series],
+        "gaps": [p["gap"].mean for p in series],
+    }
+    decision = RULES["A2"](figures)
     trend = ", ".join(f"T={p['T']}: {p['e2e_id'].mean:.3f}" for p in series)
     ours = f"{point['automaton']}: gap at T = {point['T']} {_text(point['gap'])}; end to end ID by T: {trend}"
-    return {"verdict": verdict, "seeds": sum(p["cot_seeds"] + p["e2e_seeds"] for p in series), "ours": ours}
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": sum(p["cot_seeds"] + p["e2e_seeds"] for p in series),
+            "ours": ours}  # fmt: skip
 
 
 def plot(found: list[dict[str, Any]], out: Path) -> None:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from hf_icot.studies.rules import RuleError
 from results.marginals import hessian_around_tau, make_results
 from results.marginals import train as marginals_train
-from results.marginals.marginals_mechanism import c6_verdict
+from results.marginals.rules import RULES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -175,7 +176,8 @@ def test_the_mechanism_tables_and_verdicts_from_the_designed_fixture(runs: Path,
     assert [r["on_plateau"] for r in hessian] == ["True", "True", "False"] * 2, "the loss leaves log K at 0.8 τ"
 
     verdicts = {row["id"]: row for row in csv.DictReader(ledger.open())}
-    assert {claim: verdicts[claim]["verdict"] for claim in ("C5", "C6", "C8")} == {"C5": "agree", "C6": "agree",
+    # C6 reads the band on the study's own measure of the escape direction, which no reading here is
+    assert {claim: verdicts[claim]["verdict"] for claim in ("C5", "C6", "C8")} == {"C5": "agree", "C6": "inconclusive",
                                                                                   "C8": "agree"}  # fmt: skip
     assert "(a) lead: agree" in verdicts["C5"]["ours"] and "(b) delay: agree" in verdicts["C5"]["ours"]
     assert "bottom eigenvalue negative at 4/4 plateau points" in verdicts["C6"]["ours"]
@@ -212,16 +214,29 @@ def test_hessian_around_tau_needs_checkpoints_and_a_tau(tmp_path: Path) -> None:
         hessian_around_tau.checkpoints(tmp_path)
 
 
+def _readings(ratios: dict, top: float = 40.0, bottom: float = -12.0) -> list[dict]:
+    return [{"seed": seed, "top": top, "bottom": bottom, "curvature": -top / ratio}
+            for seed, values in ratios.items() for ratio in values]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("ratios", "verdict"),
     [
         ({0: [800, 1200], 1: [700], 2: [900]}, "agree"),  # within a factor 3 of the study's 500-1,000x
-        ({0: [3386, 10973], 1: [3435, 15285], 2: [3766, 11392]}, "agree in kind"),  # flatter, beyond the factor 3
-        ({0: [0.5], 1: [0.4], 2: [0.6]}, "disagree"),  # no flatter than the dominant curvature
+        ({0: [3386, 10973], 1: [3435, 15285], 2: [3766, 11392]}, "disagree"),  # flatter, beyond the factor 3
+        ({0: [3.3], 1: [3.4], 2: [4.0]}, "disagree"),  # the bottom eigenvector: a few times flatter only
         ({0: [1000], 1: [5000], 2: [2500]}, "inconclusive"),  # the interval crosses 3,000x
     ],
 )
-def test_c6_reads_the_interval_over_seeds_against_the_studys_band(ratios: dict, verdict: str) -> None:
-    plateau = [{"seed": seed, "top_over_escape": ratio} for seed, values in ratios.items() for ratio in values]
-    found, line = c6_verdict(plateau)
-    assert found == verdict and line.startswith("geometric mean per seed s0 ")
+def test_c6_reads_the_interval_over_seeds_on_the_studys_own_measure_against_its_band(
+    ratios: dict, verdict: str
+) -> None:
+    study = {"readings": {"the study's": _readings(ratios)}, "study_reading": "the study's"}
+    assert RULES["C6"](study).verdict == verdict
+    # the study's own measure unknown (its code has no Hessian): no reading of ours decides it
+    assert RULES["C6"]({"readings": {"ours": _readings(ratios)}, "study_reading": None}).verdict == "inconclusive"
+
+
+def test_c6_refuses_a_curvature_beyond_the_hessians_eigenvalues() -> None:
+    with pytest.raises(RuleError, match="beyond the eigenvalues"):
+        RULES["C6"]({"readings": {"ours": _readings({0: [0.5]})}, "study_reading": "ours"})

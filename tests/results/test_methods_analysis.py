@@ -259,7 +259,9 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     from hf_icot.studies.sweep import load_sweep
 
     runs = load_sweep(REPO / "results/methods").runs
-    assert sorted({run.seed for run in runs}) == [0, 1, 2]
+    assert sorted({run.seed for run in runs if not run.name.startswith("counter7_e2e_")}) == [0, 1, 2]
+    # M0-counter7's end to end: 5 more seeds, registered to decide the premise (issue 54)
+    assert sorted(run.seed for run in runs if run.name.startswith("counter7_e2e_")) == list(range(8))
     for task in make_results.TASKS.values():
         own = [method for method in make_results.METHODS if method not in task.borrowed]
         ran = {run.name.rsplit("_s", 1)[0] for run in runs if run.name.startswith(f"{task.name}_")}

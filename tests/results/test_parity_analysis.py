@@ -76,6 +76,9 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
         _write(runs, "a_paper_no_cot", seed, _transformer(0.5))
         _write(runs, "b_paper_stepwise", seed, _transformer(0.5))  # model B: explicit right, never internalized
         _write(runs, "b_paper_no_cot", seed, _transformer(0.5))
+    for seed in range(10, 20):  # B3's seeds 10-19 of each curriculum: Log-ICoT 8/10 again, token by token 1/10
+        _write(runs, "a_b3_log_icot", seed, _transformer(1.0 if seed < 18 else 0.5))
+        _write(runs, "a_b3_stepwise", seed, _transformer(1.0 if seed == 10 else 0.5))
     for seed in range(3):  # the end-to-end MLP fails at n = 30, k = 8 and succeeds at n = 40 (so n = 30 decides A9)
         _write(runs, "c_e2e_n30_k8", seed, _mlp(0.52))
         _write(runs, "c_e2e_n40_k8", seed, _mlp(1.0))
@@ -93,12 +96,16 @@ def test_verdicts_follow_the_rules_written_before_the_runs(tmp_path):
             (runs / f"{name}_s{seed}" / "training_log.json").write_text(json.dumps(log))
     make_results.main(["--runs", str(runs), "--out", str(out)])
     ledger = _ledger(out)
-    assert ledger["B1"]["verdict"] == "agree" and ledger["B1"]["ours"].startswith("8/10 seeds >= 0.99")
+    # model A's rows read the papers' algorithm our way (one plain step per stage, the derived learning rate)
+    assert ledger["B1"]["verdict"] == "agree under our reading" and ledger["B1"]["ours"].startswith(
+        "8/10 seeds >= 0.99"
+    )
     # 8 seeds x 15 nodes + 2 seeds x 12 of 15 = 144 / 150 = 0.96 >= 0.95
-    assert ledger["B2"]["verdict"] == "agree" and "0.960" in ledger["B2"]["ours"]
-    assert ledger["B3"]["verdict"] == "agree under our reading" and "token by token 1/10" in ledger["B3"]["ours"]
+    assert ledger["B2"]["verdict"] == "agree under our reading" and "0.960" in ledger["B2"]["ours"]
+    # 16/20 against 2/20 over both groups of each curriculum: a gap of 0.7, Fisher's p far below 0.05
+    assert ledger["B3"]["verdict"] == "agree under our reading" and "token by token 2/20" in ledger["B3"]["ours"]
     # every seed's log spikes (2.0 > 0.01 ... ) but the stage-1 validation loss 0.3 < 0.5: drop holds everywhere
-    assert ledger["B4"]["verdict"] == "agree"
+    assert ledger["B4"]["verdict"] == "agree under our reading"
     assert ledger["A9"]["verdict"] == "agree" and ledger["A9"]["ours"].startswith("n = 30, k = 8")
     assert ledger["A10"]["verdict"] == "agree" and "gpt2_stepwise: 2/3 vs end to end 0/3" in ledger["A10"]["ours"]
     assert "GPT-2 (Adam): gpt2_log_icot 0/3, gpt2_stepwise 2/3" in ledger["B3"]["ours"]
@@ -185,7 +192,7 @@ def test_b5_reads_token_by_token_at_the_smallest_budget_where_log_icot_succeeds(
     make_results.main(["--runs", str(runs), "--out", str(out)])
     b5 = _ledger(out)["B5"]
     # B* = n^3.5 (9/10; n^3 has 7/10): token by token 5/10 there, 0.4 below
-    assert b5["verdict"] == "agree" and b5["seeds"] == "10 per point (80 runs)"
+    assert b5["verdict"] == "agree under our reading" and b5["seeds"] == "10 per point (80 runs)"
     assert "B = n^3.5: Log-ICoT 9/10, token by token 5/10" in b5["ours"]
     assert (
         "samples to >= 8/10: Log-ICoT 739,425 samples (B = n^3.5), token by token 4,050,048 samples (B = n^4)"
@@ -238,7 +245,7 @@ def test_model_b_alone_agrees_under_our_reading_until_model_a_at_n4_has_its_end_
     ledger = _ledger(out)
     assert ledger["A8-parity"]["verdict"] == "agree under our reading", "the seed is silent on removed positions"
     assert ledger["A10"]["verdict"] == "agree under our reading" and "a_budget_no_cot_b810000" in ledger["A10"]["ours"]
-    assert ledger["A10"]["history"].startswith("agree until re-read on 2026-12-04"), "the old word stays in the row"
+    assert "agree until re-read on 2026-12-04" in ledger["A10"]["history"], "the old word stays in the row"
     for seed in range(10):  # model A at n^4: Log-ICoT 10/10 and end to end 0/10 let A10 agree without model B
         _write(runs, "a_budget_log_icot_b810000", seed, _transformer(1.0))
         _write(runs, "a_budget_no_cot_b810000", seed, _transformer(0.5))

@@ -9,6 +9,7 @@ import pytest
 
 from hf_icot.studies.claims import (
     BEGIN_VERDICTS,
+    EARLIER,
     END_VERDICTS,
     VERDICTS,
     LedgerError,
@@ -85,9 +86,10 @@ def test_the_real_index_counts_claims_not_rows() -> None:
     assert len(claims) < sum(row["kind"] == "claim" for row in rows), "semiautomata's points are rows, not claims"
     assert {"A8-parity", "A8-semiautomata"} <= {row["claim_id"] for row in rows}
     assert "A8" not in {row["id"] for row in ledgers["parity"]}, "parity's Theorem 2 and the probe question differ"
-    for row in rows:  # a verdict re-read is never silently changed: the old word stays in the row
-        if "re-read on" in row["history"]:
-            assert row["history"].split(" until re-read on ")[0] in VERDICTS, row["id"]
+    for row in rows:  # a verdict re-read is never silently changed: the old word stays in each history entry
+        for entry in row["history"].split(EARLIER):
+            if " until re-read on " in entry:
+                assert entry.split(" until re-read on ")[0] in VERDICTS, row["id"]
 
 
 @pytest.mark.parametrize(
@@ -152,3 +154,19 @@ def test_a_knife_edge_is_a_figure_within_one_standard_error_of_the_cut() -> None
     assert knife_edge(0.5, 0.5, None) == "" and knife_edge(float("nan"), 0.5, 0.1) == ""  # one seed: no error
     with pytest.raises(ValueError, match=r"standard_error=-0.1 is negative"):
         knife_edge(0.5, 0.5, -0.1)
+
+
+def test_claims_md_says_what_each_re_read_moved_and_why(tmp_path: Path) -> None:
+    moved = "agree until re-read on 2026-12-07 (issue 54): the interval straddles the margin; earlier: pending until re-read on 2026-12-04 (issue 40): old"
+    kept = "rule re-registered on 2026-12-07 (issue 54): a disagree branch added; the verdict holds"
+    _study(tmp_path, "alpha", [_row("C2", "inconclusive", history=moved), _row("R", "agree", history=kept),
+                               _row("C3", "agree", history="registered on 2026-12-05, before its runs")])  # fmt: skip
+    text = claims_markdown(tmp_path)
+    assert (
+        "* 2026-12-07 (issue 54): 1 verdicts moved — agree → inconclusive (1); 1 re-read with the verdict kept."
+        in text
+    )
+    assert "| 2026-12-07 | alpha | C2 | agree | inconclusive | the interval straddles the margin |" in text
+    assert "| 2026-12-07 | alpha | R | agree | agree | a disagree branch added; the verdict holds |" in text
+    assert "| C2 | claim | alpha | claim C2 | inconclusive (re-read; was agree) | C2 | — |  |" in text
+    assert "| 2026-12-07 | alpha | C3 |" not in text and "| 2026-12-05 | alpha | C3 |" not in text
