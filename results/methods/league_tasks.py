@@ -11,11 +11,16 @@ METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answe
     "mixture": ("mixture", "implicit"),
     "coconut": ("Coconut (continuous thoughts)", "latent"),
     "codi": ("CODI (self-distilled continuous thoughts)", "latent"),
+    "coconut_published": ("Coconut, its run.py's protocol (the optimizer reset at every epoch)", "latent"),
+    "codi_published": ("CODI, its scripts' settings (projection, std-divided distillation)", "latent"),
     "full_cot": ("full CoT (answered with its CoT)", "explicit"),
     "e2e": ("end to end (no CoT ever)", "implicit"),
 }
 INTERNALIZING = ("stepwise", "adaptive", "mixture", "coconut", "codi")  # M0's candidates
 PREMISE = "premise"  # a claim read by make_results.premise (M0), not by make_results.compare
+STABLE = "stable"  # (STABLE, method): a claim read by make_results.stability (M4)
+#: The published-protocol rows are read over 5 seeds (issue 51); the others over 3 as registered.
+SEEDS_OF = {"coconut_published": 5, "codi_published": 5}
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,9 @@ class Task:
 
     name: str
     measured: str  # what the curves measure, for the notes and the plot's axis
-    claims: dict[str, str | tuple[str, str]]  # claim id -> PREMISE, or (first, second): d = first's mean - second's
+    claims: dict[
+        str, str | tuple[str, str]
+    ]  # claim id -> PREMISE, (STABLE, method), or (first, second): d = first - second
     labels: dict[str, str] = field(default_factory=dict)  # method -> how this task's table names it (else METHODS)
     borrowed: dict[str, Borrowed] = field(default_factory=dict)
 
@@ -47,6 +54,10 @@ TASKS = {
             "M1-coconut-stepwise": ("coconut", "stepwise"),
             "M2-codi-coconut": ("codi", "coconut"),
             "M3-codi-fullcot": ("codi", "full_cot"),
+            "M1-published-parity4": ("coconut_published", "stepwise"),
+            "M2-published-parity4": ("codi_published", "coconut_published"),
+            "M3-published-parity4": ("codi_published", "full_cot"),
+            "M4-parity4": (STABLE, "codi_published"),
         },
         labels={"stepwise": "stepwise removal (the quickstart's pace)", "mixture": "mixture (removed tokens dropped)"},
     ),
@@ -58,6 +69,10 @@ TASKS = {
             "M1-counter7": ("coconut", "stepwise"),
             "M2-counter7": ("codi", "coconut"),
             "M3-counter7": ("codi", "full_cot"),
+            "M1-published-counter7": ("coconut_published", "stepwise"),
+            "M2-published-counter7": ("codi_published", "coconut_published"),
+            "M3-published-counter7": ("codi_published", "full_cot"),
+            "M4-counter7": (STABLE, "codi_published"),
         },
         labels={
             "stepwise": "stepwise removal (R2's left curriculum; semiautomata records)",

@@ -53,8 +53,8 @@ from hf_icot.studies.report import (
 )
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
-from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, TASKS
-from results.methods.rules import RULES
+from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, TASKS
+from results.methods.rules import PLATEAU_SHARE, RULES
 
 HERE = Path(__file__).resolve().parent
 
@@ -73,7 +73,8 @@ def _load(path: Path, task: str, method: str, seed: int, answered: str, source: 
     if record.get("status", "ok") != "ok":
         return f"{path.name}: {(record.get('log_tail') or ['(no log)'])[-1].strip()}"
     identity = {"run": path.name, "task": task, "method": method, "seed": seed, "mode": answered, "source": source}
-    return {**identity, **league.read_record(path)}
+    cpu = (record.get("machine") or {}).get("cpu") or "not recorded"  # records before 2026-12-07 name no machine
+    return {**identity, **league.read_record(path), "cpu": cpu}
 
 
 def load_runs(folder: Path, studies: Path | None = None) -> tuple[list[dict], list[str]]:
@@ -125,6 +126,21 @@ def final_figure(run: dict, name: str) -> float | None:
     return run["final"].get(f"test/{run['mode']}/{name}")
 
 
+def late_share(run: dict, bar: float = BAR) -> float | None:
+    """The share of the run's late evaluations (the second half of its curve) at or above ``bar``; None without a
+    curve. A run that reached the plateau and fell off it late scores low here whatever its final score."""
+    points = [em for _, _, em in curve(run)]
+    late = points[len(points) // 2 :]
+    return sum(em >= bar for em in late) / len(late) if late else None
+
+
+def stays_at_plateau(run: dict) -> bool:
+    """M4's reading of one seed: its final test score and at least :data:`PLATEAU_SHARE` of its late evaluations
+    at or above the 90% bar."""
+    final, share = final_figure(run, "answer_em"), late_share(run)
+    return final is not None and final >= BAR and share is not None and share >= PLATEAU_SHARE
+
+
 def cost(run: dict) -> float | None:
     """Decoder forward passes per test answer: a latent run's reported count (its thoughts and generated tokens),
     else the tokens it generated per answer (tokens/s ÷ examples/s)."""
@@ -173,6 +189,8 @@ def points(runs: list[dict], task: str) -> dict[str, dict]:
             "cost": _summary([cost(run) for run in members]),
             "tokens_per_s": _summary([final_figure(run, "tokens_per_s") for run in members]),
             "examples_per_s": _summary([final_figure(run, "examples_per_s") for run in members]),
+            "late": [late_share(run) for run in members],
+            "cpus": sorted({run["cpu"] for run in members}),
         }
         row["final"] = summarize(row["scores"])
     return rows
@@ -213,6 +231,8 @@ def table_rows(rows: list[dict]) -> list[dict]:
                 "examples to ≥ 90%": examples,
                 "steps to ≥ 90%": steps,
                 "wall time per run": wall,
+                "late evaluations ≥ 90% (per seed)": " ".join("—" if v is None else f"{v:.2f}" for v in row["late"]),
+                "CPU": "; ".join(row["cpus"]),
                 COST: _cell(row["cost"], 2),
                 "tokens/s (test)": _cell(row["tokens_per_s"], 0),
                 "examples/s (test)": _cell(row["examples_per_s"], 0),
@@ -249,7 +269,8 @@ def _waiting(
     unrun = sum(len(missing.get((task, m), [])) for m in methods)
     if unrun:
         return seeds, f"; {unrun} run(s) of runs.yaml not recorded yet"
-    return seeds, "" if seeds >= SEEDS else f"; fewer than {SEEDS} seeds"
+    wanted = max(SEEDS_OF.get(m, SEEDS) for m in methods)
+    return seeds, "" if seeds >= wanted else f"; fewer than {wanted} seeds"
 
 
 def _interval(summary: Summary) -> str:
@@ -304,6 +325,22 @@ def premise(rows: dict[str, dict], claim: str, task: str, missing: dict[tuple[st
     return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
 
 
+def stability(rows: dict[str, dict], claim: str, task: str, method: str, missing) -> dict:
+    """M4 (``claim``) by its rule (``rules.py``): how many of ``method``'s seeds stay at the plateau
+    (:func:`stays_at_plateau`; pending: see :func:`_waiting`)."""
+    seeds, short = _waiting(rows, task, (method,), missing)
+    if method not in rows:
+        return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": f"no record of {method} yet{short}"}
+    runs = rows[method]["runs"]
+    stable = sum(stays_at_plateau(run) for run in runs)
+    shares = ", ".join("—" if v is None else f"{v:.2f}" for v in rows[method]["late"])
+    ours = f"{stable}/{len(runs)} seeds stay at the plateau; late evaluations >= 0.9 per seed: {shares}{short}"
+    if short:
+        return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
+    decision = RULES[claim]({"stable": stable, "seeds": len(runs)})
+    return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
+
+
 def verdicts(
     by_task: dict[str, dict[str, dict]], missing: dict[tuple[str, str], list[str]] | None = None
 ) -> dict[str, dict]:
@@ -315,6 +352,8 @@ def verdicts(
         for claim, rule in task.claims.items():
             if rule == PREMISE:
                 results[claim] = premise(rows, claim, name, missing)
+            elif rule[0] == STABLE:
+                results[claim] = stability(rows, claim, name, rule[1], missing)
             else:
                 results[claim] = compare(rows, claim, name, *rule, missing)
     return results
@@ -330,6 +369,24 @@ def stage_starts(run: dict) -> list[float]:
     return [step * batch for stage, step in sorted(first.items()) if stage > min(first)]
 
 
+def median_curve(axis, curves: list[list[tuple[float, float]]], index: int, style: str, name: str) -> bool:
+    """Each seed's curve thin and the median over seeds thick (at the measurements every seed has): with a few
+    seeds split between chance and the plateau a mean's t-interval spans the axis and says nothing; the seeds do."""
+    curves = [c for c in curves if c]
+    if not curves:
+        return False
+    color = f"C{index % 10}"
+    for one in curves:
+        axis.plot([x for x, _ in one], [y for _, y in one], color=color, linestyle=style, linewidth=0.6, alpha=0.35)
+    length = min(len(one) for one in curves)
+    xs = [curves[0][i][0] for i in range(length)]
+    medians = [sorted(one[i][1] for one in curves)[len(curves) // 2] if len(curves) % 2 else
+               sum(sorted(one[i][1] for one in curves)[len(curves) // 2 - 1 : len(curves) // 2 + 1]) / 2
+               for i in range(length)]  # fmt: skip
+    axis.plot(xs, medians, color=color, linestyle=style, linewidth=2.0, label=f"{name}: median, seeds thin")
+    return True
+
+
 def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     """``curves_<task>.png`` (None, and nothing written, for no curve)."""
     plt = pyplot()
@@ -339,7 +396,7 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
         curves = [[(examples, em) for examples, _, em in curve(run)] for run in row["runs"]]
         style = {"e2e": "--", "full_cot": ":"}.get(method, "-")
         name = f"{label(task, method)}, {row['runs'][0]['mode']} (n={len(row['runs'])})"
-        drawn = league.mean_curve(axis, curves, index, style, name) or drawn
+        drawn = median_curve(axis, curves, index, style, name) or drawn
     if not drawn:
         plt.close(figure)
         return None
@@ -349,7 +406,7 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     axis.set_ylim(-0.02, 1.02)
     axis.set_xlabel("training examples seen")
     axis.set_ylabel("exact match in the method's own mode")
-    axis.set_title(f"{task}: every method at one budget (mean over seeds, 95% intervals)\n{TASKS[task].measured}")
+    axis.set_title(f"{task}: every method at one budget (median over seeds, each seed thin)\n{TASKS[task].measured}")
     axis.legend(fontsize=7, loc="lower right")
     return save_figure(figure, out / f"curves_{task}.png")
 
@@ -385,11 +442,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     by_task = {task: points(runs, task) for task in TASKS}
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [row for task_rows in by_task.values() for row in task_rows.values()]
-    table = _write_or_clear([row for row in rows if len(row["runs"]) >= SEEDS], args.out, "table")
+    complete = [row for row in rows if len(row["runs"]) >= SEEDS_OF.get(row["method"], SEEDS)]
+    table = _write_or_clear(complete, args.out, "table")
     if not table:
         table = f"_no method has its {SEEDS} seeds recorded yet_\n"
         (args.out / "table.md").write_text(table, encoding="utf-8")
-    partial = _write_or_clear([row for row in rows if len(row["runs"]) < SEEDS], args.out, "partial")
+    partial = _write_or_clear([row for row in rows if row not in complete], args.out, "partial")
     if partial:
         partial = (
             f"\nShort of {SEEDS} seeds so far, so not in the league table (their runs are still landing):\n\n{partial}"

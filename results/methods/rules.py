@@ -18,8 +18,13 @@ from hf_icot.studies.statistics import difference
 #: M1-M3: d's interval against -MARGIN
 MARGIN = 0.05
 
+#: M4: a seed stays at the plateau when its final score and at least this share of its late evaluations (the second
+#: half of its curve) are >= the league's 90% bar
+PLATEAU_SHARE = 0.8
+
 RULES = RuleBook("methods")
 RULES.rule("M0-parity4", "M0-counter7", cases=league.PREMISE_CASES)(league.premise_rule)
+PUBLISHED = [f"M{n}-published-{task}" for n in (1, 2, 3) for task in ("parity4", "counter7")]
 
 
 def _d(first: list[float], second: list[float]) -> dict[str, Any]:
@@ -28,6 +33,7 @@ def _d(first: list[float], second: list[float]) -> dict[str, Any]:
 
 @RULES.rule(
     "M1-coconut-stepwise", "M2-codi-coconut", "M3-codi-fullcot", "M1-counter7", "M2-counter7", "M3-counter7",
+    *PUBLISHED,
     cases={"agree": _d([1.0, 0.99, 1.0], [0.99, 1.0, 0.98]), "disagree": _d([0.6, 0.65, 0.62], [1.0, 0.99, 1.0]),
            "inconclusive": [_d([1.0, 1.0, 0.0], [1.0, 0.99, 1.0]), _d([1.0], [0.9])]},
 )  # fmt: skip
@@ -37,3 +43,19 @@ def not_worse(figures: Mapping[str, Any]) -> Decision:
     d = figures["d"]
     cuts = () if d.low is None else (Cut.of(figures["what"], d, -MARGIN),)
     return decided(non_inferiority(d, MARGIN), *cuts)
+
+
+@RULES.rule(
+    "M4-parity4", "M4-counter7",
+    cases={"agree": {"stable": 5, "seeds": 5}, "disagree": {"stable": 1, "seeds": 5},
+           "inconclusive": [{"stable": 3, "seeds": 5}, {"stable": 3, "seeds": 3}]},
+)  # fmt: skip
+def stays_at_plateau(figures: Mapping[str, Any]) -> Decision:
+    """M4 (registered 2026-12-07, issue 51, before its runs): CODI at its scripts' settings does not collapse. Over 5
+    seeds, ``stable`` of them stay at the plateau (final >= 0.9 and >= 80% of the late evaluations >= 0.9): agree at
+    4 or 5, disagree at 2 or fewer (it collapses on most seeds, as the defaults did on 2 of 3), inconclusive at 3 or
+    with fewer than 5 seeds."""
+    stable, seeds = figures["stable"], figures["seeds"]
+    if seeds < 5 or stable == 3:
+        return decided("inconclusive")
+    return decided("agree" if stable >= 4 else "disagree")
