@@ -303,7 +303,11 @@ def describe_run(trainer: Any) -> dict[str, Any]:
         "architecture": f"{base.config.model_type}{shape}, {size} parameters",
         "schedule": {
             "name": schedule.name,
-            "params": {key: value for key, value in schedule.to_dict().items() if key != "name"},
+            # the method's own options (CODI's projection and loss weights, ...) beside its plan's
+            "params": {
+                **{key: value for key, value in schedule.to_dict().items() if key != "name"},
+                **(trainer.method.to_dict() if getattr(trainer, "method", None) is not None else {}),
+            },
             "stages": schedule.describe(total_steps),
             "total_steps": total_steps,
         },

@@ -131,6 +131,7 @@ class RunOutputsMixin:
                 "last_step": step,
                 "removes": self.schedule.describe_stage(step),
                 "schedule": self.schedule.to_dict(),
+                "method": self.method.to_dict(),
                 "metrics": {key: value for key, value in metrics.items() if isinstance(value, (int, float))},
             }
             with open(os.path.join(staging, SCHEDULE_FILE), "w", encoding="utf-8") as stream:

@@ -50,6 +50,8 @@ def test_latent_recipe_trains_evaluates_saves_cards_and_pushes(
     layout = build_schedule(method, {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2}).layout
     card = (output / "README.md").read_text()
     assert "load_latent_model" in card and ("arXiv:2412.06769" if method == "coconut" else "arXiv:2502.21074") in card
+    if method == "codi":  # the method's own options beside its plan's
+        assert "use_prj" in card and "prj_dim" in card
 
     # The card's snippet, run as printed on the run folder, answers as evaluation did.
     model, tokenizer = load_latent_model(str(output))
