@@ -17,7 +17,7 @@ from hf_icot.cot import cot_token_count
 from hf_icot.curriculum.layout import LATENT_TOKENS, SequenceLayout
 from hf_icot.locations import names_a_missing_folder
 
-#: The recipe's :class:`hf_icot.training.arguments.ModelArguments`, read by attribute: training sits above this room,
+#: The recipe's :class:`hf_icot.command_line.arguments.ModelArguments`, read by attribute: training sits above this room,
 #: so the class is not imported here (not even for type checking).
 ModelArguments = Any
 

@@ -12,7 +12,7 @@ import torch
 from hf_icot.cot import ANSWER_PREFIX
 from hf_icot.data.encoding import IGNORE_INDEX, encode_text
 from hf_icot.evaluation.teacher_forced import answer_token_hits, answer_token_mask
-from hf_icot.training.labelled_loss import LOGITS_POSITIONS_KEY
+from hf_icot.levers.labelled_loss import LOGITS_POSITIONS_KEY
 
 #: The batch key of the scored-token mask (popped before the model sees the batch).
 ANSWER_MASK_KEY = "icot_answer_mask"

@@ -12,7 +12,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from hf_icot.curriculum import schedule_from_dict
-from hf_icot.training.run_folder import resume_mismatch, run_identity
+from hf_icot.runs.run_folder import resume_mismatch, run_identity
 
 
 class ICoTStateCallback(TrainerCallback, ExportableState):

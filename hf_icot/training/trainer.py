@@ -9,12 +9,12 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   accuracy of every step, from the step's own logits and summed over processes, is handed to the schedule before
   checkpoints, and logged as ``cot/answer_accuracy`` (``adaptive_metric: answer``) or ``cot/sequence_accuracy``
   (``sequence``).
-* **Logits only where a label is** (``labelled_logits_only``, :mod:`hf_icot.training.labelled_loss`): the output
+* **Logits only where a label is** (``labelled_logits_only``, :mod:`hf_icot.levers.labelled_loss`): the output
   layer and the loss run at the positions whose next token is labelled, the same loss as the full computation.
-* **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.training.fused_gelu`): the Python tanh GELU
+* **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.levers.fused_gelu`): the Python tanh GELU
   becomes torch's fused one, the same function to float rounding; and a right-padded batch no label reads loses its
-  attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
-* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, off unless asked for; :mod:`hf_icot.training.dropout_ahead`):
+  attention mask (:mod:`hf_icot.levers.causal_mask`) so SDPA takes its causal path.
+* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, off unless asked for; :mod:`hf_icot.levers.dropout_ahead`):
   on the CPU a helper thread draws each training forward's dropout masks while it runs, the same numbers in torch's
   order; a run that asks for it logs one line saying so (it does nothing on a GPU).
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``, Coconut's ``reset_optimizer_every``): the
@@ -33,10 +33,10 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   its hooks and knows no method by name.
 * **Kill-safe checkpoints**: a checkpoint is written under a marker removed once every process has written its part
   (older checkpoints are rotated out only then), and ``resume_from_checkpoint=True`` takes the last complete one
-  (:mod:`hf_icot.training.run_folder`).
+  (:mod:`hf_icot.runs.run_folder`).
 * **The end of a run** (:mod:`hf_icot.training.outputs`): ``evaluate_generation``, ``save_run``, ``create_model_card``,
   ``push_to_hub``.
-* **What clusters do to runs** (:class:`~hf_icot.training.checkpoints.SafeRunMixin`): a preemption signal saves a
+* **What clusters do to runs** (:class:`~hf_icot.runs.checkpoints.SafeRunMixin`): a preemption signal saves a
   checkpoint and stops; a non-finite loss stops before the optimizer step (the last saved checkpoint stays the last
   good one); a checkpoint that fills the disk is removed.
 """
@@ -59,16 +59,16 @@ from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.collator import ICoTCollator
 from hf_icot.data.row_checks import arrow_table
 from hf_icot.errors import NonFiniteLossError  # noqa: F401  (raised by SafeRunMixin.training_step; its old home)
+from hf_icot.levers.causal_mask import without_needless_mask
+from hf_icot.levers.dropout_ahead import DropoutAheadMixin, dropout_draws_ahead_for
+from hf_icot.levers.fused_gelu import fuse_tanh_gelu
+from hf_icot.levers.labelled_loss import LabelledLossMixin
 from hf_icot.modeling.sizing import context_length
+from hf_icot.runs.checkpoints import SafeRunMixin
 from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
-from hf_icot.training.causal_mask import without_needless_mask
-from hf_icot.training.checkpoints import SafeRunMixin
 from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
 from hf_icot.training.curriculum_state import ICoTStateCallback
-from hf_icot.training.dropout_ahead import DropoutAheadMixin, dropout_draws_ahead_for
-from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
-from hf_icot.training.labelled_loss import LabelledLossMixin
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
 
 logger = logging.getLogger(__name__)
@@ -370,7 +370,7 @@ class ICoTTrainer(
         """``Trainer.train``, then the end of the last stage (saved and evaluated like the others).
 
         ``resume_from_checkpoint``: a checkpoint folder, or True for the last complete one in ``args.output_dir``
-        (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.resolve_resume`).
+        (:meth:`~hf_icot.runs.checkpoints.SafeRunMixin.resolve_resume`).
 
         Raises:
             ValueError: an incomplete checkpoint, True with no complete checkpoint, or a checkpoint written with

@@ -88,7 +88,8 @@ def test_the_module_level_import_graph_has_no_circle() -> None:
 #: models they run and the evaluation that generates with them.
 ROOM_ORDER = {
     "_lazy": 0, "cot": 0, "errors": 0, "locations": 0, "curriculum": 1, "data": 2, "modeling": 3, "methods": 4,
-    "evaluation": 5, "publishing": 5, "hub": 5, "training": 6, "diagnostics": 7, "studies": 8,
+    "evaluation": 5, "publishing": 5, "hub": 5, "levers": 6, "runs": 6, "training": 7, "diagnostics": 8,
+    "command_line": 8, "studies": 9,
 }  # fmt: skip
 
 
@@ -127,7 +128,7 @@ def test_the_light_rooms_import_without_torch() -> None:
     code = (
         "import sys, hf_icot, hf_icot.curriculum, hf_icot.data, hf_icot.evaluation, hf_icot.evaluation.prompts, "
         "hf_icot.training, hf_icot.studies.sweep, hf_icot.studies.runner, hf_icot.studies.claims, "
-        "hf_icot.studies.statistics, hf_icot.studies.report, hf_icot.training.run_folder\n"
+        "hf_icot.studies.statistics, hf_icot.studies.report, hf_icot.runs.run_folder\n"
         "print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -19,7 +19,7 @@ How it stays exact:
   rest runs as torch runs it. A run whose forwards keep leaving their records (8 put back, and more than one for
   every 10 drawn ahead) turns the lever off.
 
-The masks come from :mod:`~hf_icot.training.dropout_kernel` where it is in use (torch's numbers from a small C
+The masks come from :mod:`~hf_icot.levers.dropout_kernel` where it is in use (torch's numbers from a small C
 kernel, ~8x faster than torch's own draw here; checked against torch's masks on the run's first forward), else from
 torch. A helper pays only where the step leaves a core idle while it draws: libgomp's threads busy-wait between
 parallel regions by default and a helper then competes with them (0.95-0.98x on the bench's step at 2 threads, with
@@ -54,8 +54,8 @@ import torch
 from torch.nn import functional
 from torch.overrides import TorchFunctionMode
 
-from hf_icot.training import dropout_kernel
-from hf_icot.training.dropout_kernel import torch_dropout_mask
+from hf_icot.levers import dropout_kernel
+from hf_icot.levers.dropout_kernel import torch_dropout_mask
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _draws(input: torch.Tensor, p: float, training: bool) -> bool:  # noqa: A002
 
 def dropout_mask(draw: Draw, generator: torch.Generator | None = None) -> torch.Tensor:
     """The scaled mask torch's CPU dropout draws for ``draw`` (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``),
-    drawn by :mod:`~hf_icot.training.dropout_kernel` where it is in use (the same numbers), else by torch."""
+    drawn by :mod:`~hf_icot.levers.dropout_kernel` where it is in use (the same numbers), else by torch."""
     kernel = dropout_kernel.loaded() if draw.dtype == torch.float32 else None
     if kernel is None:
         return torch_dropout_mask(draw.shape, draw.dtype, draw.p, generator, draw.stride)
