@@ -11,5 +11,6 @@ loss and gradients, bitwise or to float rounding, as each module says and its te
   torch's order (``draw_dropout_ahead``, off unless asked for), from the C kernel of
   :mod:`~hf_icot.levers.dropout_kernel` where it is in use.
 
-The room sits on the models and the data and below training (:class:`hf_icot.training.trainer.ICoTTrainer`).
+:class:`hf_icot.training.trainer.ICoTTrainer` calls them as helpers from its one ``compute_loss``; nothing here
+subclasses or overrides a ``Trainer``. The room sits on the models and the data and below training.
 """

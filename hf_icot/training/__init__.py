@@ -5,7 +5,8 @@
 * :mod:`~hf_icot.training.schedule_arguments` — those options as typed fields, generated from the schedules' and the
   methods' declarations by :mod:`~hf_icot.training.declared_options` (``python -m
   hf_icot.training.declared_options --write``);
-* :mod:`~hf_icot.training.trainer` — :class:`ICoTTrainer`, the ``Trainer`` with a curriculum;
+* :mod:`~hf_icot.training.trainer` — :class:`ICoTTrainer`, the ``Trainer`` with a curriculum; its ``compute_loss``
+  is the one place a step's loss is computed, calling the speed levers of :mod:`hf_icot.levers` as helpers;
 * :mod:`~hf_icot.training.adaptive_pace` — the trainer's half of the adaptive pace (the answer hits of each step);
 * :mod:`~hf_icot.training.curriculum_state` — the curriculum's state carried through checkpoints;
 * :mod:`~hf_icot.training.generation_eval` — generation accuracy during training, with an optional stop at a bar;
