@@ -207,7 +207,8 @@ def test_no_room_is_a_grab_bag_of_more_than_2500_lines() -> None:
 def test_the_light_rooms_import_without_torch() -> None:
     code = (
         "import sys, hf_icot, hf_icot.curriculum, hf_icot.data, hf_icot.evaluation, hf_icot.evaluation.prompts, "
-        "hf_icot.training, hf_icot.studies.sweep, hf_icot.studies.runner, hf_icot.studies.claims, "
+        "hf_icot.training, hf_icot.levers, hf_icot.runs, hf_icot.command_line, hf_icot.command_line.arguments, "
+        "hf_icot.studies.sweep, hf_icot.studies.runner, hf_icot.studies.claims, "
         "hf_icot.studies.statistics, hf_icot.studies.report, hf_icot.runs.run_folder\n"
         "print('torch' in sys.modules)"
     )
