@@ -374,7 +374,9 @@ class DropoutDrawsAhead:
                 self.forwards_ahead += 1
 
 
-def forward_drawing_ahead(lever: DropoutDrawsAhead | None, model: Any, inputs: Mapping[str, Any]):
+def forward_drawing_ahead(
+    lever: DropoutDrawsAhead | None, model: Any, inputs: Mapping[str, Any]
+) -> contextlib.AbstractContextManager[None]:
     """The block around a forward of ``model`` on ``inputs``: ``lever.forward(inputs)`` where there is a lever and the
     model trains (an evaluation forward draws no dropout), else a block that changes nothing."""
     if lever is None or not model.training:
