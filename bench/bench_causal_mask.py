@@ -5,7 +5,7 @@ Run from the repository root, with nothing else running::
     python bench/bench_causal_mask.py                        # GPT-2 4x128, 4x4 lines, batch 32, 40 steps
     python bench/bench_causal_mask.py --vocab-size 50257 --steps 10
 
-``ICoTTrainer`` drops ``attention_mask`` where it cannot change the loss (:mod:`hf_icot.training.causal_mask`: right
+``ICoTTrainer`` drops ``attention_mask`` where it cannot change the loss (:mod:`hf_icot.levers.causal_mask`: right
 padding no label reads), so that SDPA runs its causal kernel instead of a ``(B, 1, T, T)`` mask. This script renders
 batches of 4x4 multiplication lines at a removal stage with removal smoothing (λ = 4, so rows differ in length and
 are right-padded), and times forward + backward of a GPT-2 (4 layers, 128 wide, SDPA) on each batch with the mask and
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     from hf_icot.cot import TruncationSpec
     from hf_icot.data.collator import ICoTCollator
     from hf_icot.data.tokenization import build_word_level_tokenizer
-    from hf_icot.training.causal_mask import without_needless_mask
+    from hf_icot.levers.causal_mask import without_needless_mask
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

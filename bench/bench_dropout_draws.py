@@ -10,14 +10,14 @@ Run from the repository root, with nothing else running::
 At the stepwise reference's small vocabulary, dropout's random draws are the largest cost of a CPU training step that
 is not a matrix product (torch's CPU ``bernoulli_`` runs the Mersenne Twister serially, ~7.5 ns per element, ~5
 million elements per step here). Other numbers would change the loss; the same numbers come cheaper from
-``hf_icot.training.dropout_kernel`` (a C kernel computing torch's Mersenne Twister words, checked against torch's
+``hf_icot.levers.dropout_kernel`` (a C kernel computing torch's Mersenne Twister words, checked against torch's
 masks), and the lever takes them off the step's critical path. This script times four ways of the same step
 (forward, backward, gradient clipping, fused AdamW; eager attention, so every draw goes through
 ``torch.nn.functional.dropout``; GPT-2's GELU fused as ``ICoTTrainer`` fuses it), alternating them so a change of load
 touches all four:
 
 * ``in the step`` — as torch does it;
-* ``helper thread`` — the lever (``hf_icot.training.dropout_ahead.DropoutDrawsAhead``, as ``ICoTTrainer`` runs it):
+* ``helper thread`` — the lever (``hf_icot.levers.dropout_ahead.DropoutDrawsAhead``, as ``ICoTTrainer`` runs it):
   a second thread draws the forward's masks (with the kernel where it is in use, else with torch), in its order
   from the same generator, while the step runs and consumes
   them (the first forward of each batch shape is recorded and drawn in the step); it pays only when torch's threads
@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> None:
     from hf_icot.cot import TruncationSpec
     from hf_icot.data.collator import ICoTCollator
     from hf_icot.data.tokenization import build_word_level_tokenizer
-    from hf_icot.training import dropout_kernel
-    from hf_icot.training.causal_mask import without_needless_mask
-    from hf_icot.training.dropout_ahead import TORCH_DROPOUT, Draw, DropoutDrawsAhead, DropoutRoute, dropout_mask
-    from hf_icot.training.fused_gelu import fuse_tanh_gelu
+    from hf_icot.levers import dropout_kernel
+    from hf_icot.levers.causal_mask import without_needless_mask
+    from hf_icot.levers.dropout_ahead import TORCH_DROPOUT, Draw, DropoutDrawsAhead, DropoutRoute, dropout_mask
+    from hf_icot.levers.fused_gelu import fuse_tanh_gelu
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -193,8 +193,8 @@ def draw_speeds(calls, rounds: int) -> dict[str, float]:
     """Median nanoseconds per element of drawing one step's masks, by torch and by the kernel, alternated."""
     import torch
 
-    from hf_icot.training import dropout_kernel
-    from hf_icot.training.dropout_kernel import torch_dropout_mask
+    from hf_icot.levers import dropout_kernel
+    from hf_icot.levers.dropout_kernel import torch_dropout_mask
 
     kernel = dropout_kernel.loaded()
     elements = sum(torch.Size(call.shape).numel() for call in calls)

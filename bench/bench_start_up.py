@@ -8,7 +8,7 @@ Run from the repository root::
 Every run is a fresh ``python`` process; the wall time includes the interpreter's start. *Cold* is the first command
 line after a change to hf_icot or transformers (no kept flags: the full parser imports transformers'
 ``TrainingArguments``, hence torch, accelerate and PEFT, before it can answer); *kept* is every later one, answered
-from the flags the full parse keeps (:mod:`hf_icot.training.flag_cache`). The bad input is a command line without
+from the flags the full parse keeps (:mod:`hf_icot.command_line.flag_cache`). The bad input is a command line without
 data (``give exactly one of --dataset_name_or_path ... and --task``). The script prints the median seconds of each,
 the ratio cold / kept, and whether the two answers are the same text (the goal: <= 2 s kept).
 """

@@ -10,8 +10,13 @@ The rooms, bottom up (each imports only those below it):
 * :mod:`hf_icot.methods` — the continuous-thought methods (Coconut, CODI): latent forward, losses, generation;
 * :mod:`hf_icot.evaluation` — generation, exact match, teacher-forced accuracy;
 * :mod:`hf_icot.publishing` — saving, the Hub, model cards;
-* :mod:`hf_icot.training` — configuration and command line, ``ICoTTrainer``, run folders, a recipe's set-up;
+* :mod:`hf_icot.levers` — the speed levers of a training step (logits where labels are, no needless attention mask,
+  one-kernel GELU, dropout drawn ahead), each leaving the step's result as it was;
+* :mod:`hf_icot.runs` — what keeps any ``Trainer``'s run safe: checkpoints, run folders, the run lock, preemption,
+  CPU threads;
+* :mod:`hf_icot.training` — ``ICoTConfig``, ``ICoTTrainer`` and its loss, the curriculum's state, what a run leaves;
 * :mod:`hf_icot.diagnostics` — learning-dynamics measurements as callbacks;
+* :mod:`hf_icot.command_line` — a recipe's flags, its ``--config`` file and its run (``RecipeRun``);
 * :mod:`hf_icot.studies` — the study harness for your own sweeps: runs, seeds, Slurm export, the claims ledger,
   the results kit.
 

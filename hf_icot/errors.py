@@ -1,6 +1,6 @@
 """Why a run stopped before its end, when the cause is the run's circumstances rather than its inputs: a loss gone
 non-finite, a full disk, a preemption signal. Each error's message is one sentence saying what happened and what to
-do; :func:`hf_icot.training.recipe.run_main` ends a recipe with that sentence and the error's ``exit_status``.
+do; :func:`hf_icot.command_line.recipe.run_main` ends a recipe with that sentence and the error's ``exit_status``.
 
 Light on purpose (no torch): the training, publishing and dataset-building layers all raise these.
 """
@@ -37,6 +37,6 @@ class PreemptedAfterTraining(BaseException):
     """A preemption signal that arrived after the last optimizer step, raised wherever the run then was (the final
     evaluation, saving, card or push) once the trained weights are in a checkpoint; ``str(error)`` says how to
     continue. A ``BaseException``, as ``KeyboardInterrupt`` is, so that no ``except Exception`` of that work takes it
-    for its own failure; :func:`hf_icot.training.recipe.run_main` ends the run with it as with :class:`RunPreempted`."""
+    for its own failure; :func:`hf_icot.command_line.recipe.run_main` ends the run with it as with :class:`RunPreempted`."""
 
     exit_status = PREEMPTED_EXIT_STATUS

@@ -30,10 +30,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from hf_icot.command_line.arguments import ModelArguments, ScriptArguments
+from hf_icot.command_line.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.command_line.recipe import run_main
 from hf_icot.publishing.hub import PushError  # light: the Hub client is imported only when pushing
-from hf_icot.training.arguments import ModelArguments, ScriptArguments
-from hf_icot.training.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
-from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("icot_gpt2")
 
@@ -47,11 +47,11 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             the command that retries it.
     """
     from datasets_builder import build_dataset
+    from hf_icot.command_line.recipe import RecipeRun
     from hf_icot.evaluation.generation_accuracy import accuracy_line
     from hf_icot.modeling.loading import load_model_for_run
     from hf_icot.training.config import schedule_from_config
     from hf_icot.training.outputs import check_push_possible
-    from hf_icot.training.recipe import RecipeRun
     from hf_icot.training.trainer import ICoTTrainer
 
     with RecipeRun(training_args) as run:

@@ -35,9 +35,9 @@ import logging
 from collections import Counter
 from typing import Any
 
-from hf_icot.training.arguments import ModelArguments, ScriptArguments
-from hf_icot.training.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
-from hf_icot.training.recipe import run_main
+from hf_icot.command_line.arguments import ModelArguments, ScriptArguments
+from hf_icot.command_line.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.command_line.recipe import run_main
 
 logger = logging.getLogger("semiautomata")
 
@@ -88,12 +88,12 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
             saying what to change, before any training.
     """
     from datasets_builder import build_dataset
+    from hf_icot.command_line.recipe import RecipeRun
     from hf_icot.data.tokenization import build_word_level_tokenizer
     from hf_icot.diagnostics.probes import state_probe_map
     from hf_icot.modeling.loading import load_model_for_run, longest_hint
     from hf_icot.publishing.run_files import STAGES_FILE
     from hf_icot.training.config import schedule_from_config
-    from hf_icot.training.recipe import RecipeRun
     from hf_icot.training.trainer import ICoTTrainer
 
     if script_args.task is not None and script_args.task != TASK:

@@ -47,7 +47,7 @@ PRELOAD = [
     "accelerate",
     "peft",
     "hf_icot.training.trainer",
-    "hf_icot.training.recipe",
+    "hf_icot.command_line.recipe",
     "recipes.icot_gpt2",
     "evaluate",
     "matplotlib.pyplot",

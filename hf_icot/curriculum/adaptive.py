@@ -21,7 +21,7 @@ Removal smoothing, ``remove_all_when_remove_beyond`` and optimizer resets work a
 :class:`hf_icot.curriculum.removal.Stepwise`. The decisions so far (:meth:`AdaptiveStepwise.state_dict`) ride in the
 checkpoint, and the accuracy is summed over processes before the rule reads it, so a resumed run and every rank advance
 at the same steps. The schedule is pure; the trainer's half, which measures the accuracy from each step's logits and
-feeds :meth:`AdaptiveStepwise.observe`, is :class:`hf_icot.training.adaptive_pace.AnswerAccuracyMixin`.
+feeds :meth:`AdaptiveStepwise.observe`, is :class:`hf_icot.training.adaptive_pace.AnswerPace`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from transformers import TrainerCallback
 
 from hf_icot.cot import TruncationSpec
 from hf_icot.evaluation.teacher_forced import answer_accuracy
-from hf_icot.training.runtime import log_from_callback
+from hf_icot.runs.runtime import log_from_callback
 
 
 class AnswerAccuracyCallback(TrainerCallback):

@@ -36,7 +36,7 @@ from transformers.trainer_callback import ExportableState
 
 from hf_icot.diagnostics import ablation, attention, candidates, hessian, z_shuffle
 from hf_icot.diagnostics.token_batches import as_rows, require_columns
-from hf_icot.training.runtime import log_from_callback
+from hf_icot.runs.runtime import log_from_callback
 
 MEASUREMENTS = ("z_shuffle_gap", "candidate_loss", "group_accuracy", "selector_attention", "head_ablation")
 

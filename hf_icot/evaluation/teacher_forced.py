@@ -2,7 +2,7 @@
 no generation)?
 
 The one implementation behind both uses of it: the adaptive pace reads it from each training step's own logits
-(:class:`hf_icot.training.adaptive_pace.AnswerAccuracyMixin`), and :func:`answer_accuracy` measures it on evaluation
+(:class:`hf_icot.training.adaptive_pace.AnswerPace`), and :func:`answer_accuracy` measures it on evaluation
 examples in any layout (:mod:`hf_icot.diagnostics.answer_accuracy`). :func:`make_compute_metrics` gives
 ``Trainer(compute_metrics=...)`` the same kind of measure from an evaluation loop's predictions.
 """

@@ -17,8 +17,8 @@ from hf_icot.cot import cot_token_count
 from hf_icot.curriculum.layout import LATENT_TOKENS, SequenceLayout
 from hf_icot.locations import names_a_missing_folder
 
-#: The recipe's :class:`hf_icot.training.arguments.ModelArguments`, read by attribute: training sits above this room,
-#: so the class is not imported here (not even for type checking).
+#: The recipe's :class:`hf_icot.command_line.arguments.ModelArguments`, read by attribute: the command line sits above
+#: this room, so the class is not imported here (not even for type checking).
 ModelArguments = Any
 
 #: The family a scratch model has when its mapping names no ``model_type``.

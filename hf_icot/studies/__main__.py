@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from hf_icot.errors import PREEMPTED_EXIT_STATUS
-from hf_icot.studies.claims import INDEX_FILE, LedgerError, write_claims_index
+from hf_icot.studies.claims import INDEX_FILE, LedgerError
+from hf_icot.studies.claims_index import write_claims_index
 from hf_icot.studies.sweep import RECORD_FILE, SweepError, load_sweep
 
 PROG = "python -m hf_icot.studies"

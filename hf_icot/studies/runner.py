@@ -77,7 +77,7 @@ def git_commit_paths(paths: Sequence[Path], message: str) -> bool:
 def _killed_with_a_checkpoint(code: int, output_dir: Path) -> bool:
     """Whether a run that exited with ``code`` died of SIGTERM (``-15``, or ``143`` through a shell) after leaving a
     complete checkpoint in ``output_dir``: preempted, as far as its next run can tell."""
-    from hf_icot.training.run_folder import last_complete_checkpoint
+    from hf_icot.runs.run_folder import last_complete_checkpoint
 
     return (
         code in (-int(signal.SIGTERM), 128 + int(signal.SIGTERM)) and last_complete_checkpoint(output_dir) is not None
@@ -176,7 +176,7 @@ class SweepRunner:
         if state == "stale":  # finished under another definition: its checkpoints are not this run's either
             return [*run.command, *run.restart_args]
         if state == "started":
-            from hf_icot.training.run_folder import last_complete_checkpoint
+            from hf_icot.runs.run_folder import last_complete_checkpoint
 
             extra = run.resume_args if last_complete_checkpoint(run.output_dir) else run.restart_args
             return [*run.command, *extra]

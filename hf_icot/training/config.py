@@ -29,11 +29,11 @@ TOO_LONG_ACTIONS = ("error", "skip")
 
 @dataclass
 class RunArguments(TrainingArguments):
-    """``TrainingArguments`` with the run folder's flags (:mod:`hf_icot.training.run_folder`): continue a run, or start
+    """``TrainingArguments`` with the run folder's flags (:mod:`hf_icot.runs.run_folder`): continue a run, or start
     over in a folder that holds one."""
 
     # TrainingArguments documents this field as unused by Trainer; the recipes pass it on
-    # (hf_icot.training.run_folder).
+    # (hf_icot.runs.run_folder).
     resume_from_checkpoint: str | None = field(
         default=None,
         metadata={
@@ -60,7 +60,7 @@ class RunArguments(TrainingArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from hf_icot.training.preemption import parse_signals
+        from hf_icot.runs.preemption import parse_signals
 
         parse_signals(self.preemption_signals)  # a wrong name fails here, before any data are built
         for name in ("per_device_train_batch_size", "per_device_eval_batch_size", "gradient_accumulation_steps"):

@@ -12,7 +12,7 @@ from transformers import TrainerCallback
 from transformers.trainer_callback import ExportableState
 
 from hf_icot.curriculum import schedule_from_dict
-from hf_icot.training.run_folder import resume_mismatch, run_identity
+from hf_icot.runs.run_folder import resume_mismatch, run_identity
 
 
 class ICoTStateCallback(TrainerCallback, ExportableState):
@@ -41,8 +41,13 @@ class ICoTStateCallback(TrainerCallback, ExportableState):
             restore_curriculum_state(self.trainer, saved["attributes"], state.train_batch_size)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.trainer.schedule.needs_answer_accuracy:  # before the Trainer saves: the checkpoint holds the decision
-            self.trainer._observe_answer_accuracy(state.global_step - 1, self.trainer._step_without_cot)
+        trainer = self.trainer
+        if trainer.schedule.needs_answer_accuracy:  # before the Trainer saves: the checkpoint holds the decision
+            step = state.global_step - 1
+            device = trainer.args.device
+            without_cot = trainer.answer_pace.observe(step, trainer._step_without_cot, trainer.accelerator, device)
+            if without_cot is not None:  # whether the optimizer reset after this step is skipped, on every rank
+                trainer._previous_step_without_cot = without_cot
 
 
 def _difference(what: str, stored: dict[str, Any], current: dict[str, Any]) -> str | None:

@@ -22,7 +22,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from hf_icot.evaluation.prompts import parse_mode
-from hf_icot.training.runtime import log_from_callback
+from hf_icot.runs.runtime import log_from_callback
 
 
 class GenerationEvalCallback(TrainerCallback):

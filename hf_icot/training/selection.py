@@ -11,7 +11,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from hf_icot.training.runtime import log_from_callback
+from hf_icot.runs.runtime import log_from_callback
 
 
 def new_best_epochs(records: Sequence[tuple[float, bool]]) -> list[bool]:

@@ -5,16 +5,19 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
 * **Truncation at the exact step.** Batches are collated untruncated (:class:`hf_icot.data.collator.ICoTCollator`) and
   rendered in :meth:`ICoTTrainer.get_batch_samples`, which the training loop calls once per optimizer step with
   ``state.global_step`` equal to the step about to be computed; the schedule picks each example's truncation there.
-* **Adaptive pace** (:mod:`hf_icot.curriculum.adaptive`): for a schedule that reads the model, the training
-  accuracy of every step, from the step's own logits and summed over processes, is handed to the schedule before
-  checkpoints, and logged as ``cot/answer_accuracy`` (``adaptive_metric: answer``) or ``cot/sequence_accuracy``
-  (``sequence``).
-* **Logits only where a label is** (``labelled_logits_only``, :mod:`hf_icot.training.labelled_loss`): the output
+* **One loss, in order** (:meth:`ICoTTrainer.compute_loss`): the method's own loss where it has one; else the forward
+  under the dropout lever where it is on, the causal-LM loss at the labelled positions (or ``Trainer``'s own), and the
+  adaptive pace's answer hits from that step's logits. The levers and the pace are helpers it calls, not overrides.
+* **Adaptive pace** (:mod:`hf_icot.curriculum.adaptive`, :mod:`hf_icot.training.adaptive_pace`): for a schedule that
+  reads the model, the training accuracy of every step, from the step's own logits and summed over processes, is
+  handed to the schedule before checkpoints, and logged as ``cot/answer_accuracy`` (``adaptive_metric: answer``) or
+  ``cot/sequence_accuracy`` (``sequence``).
+* **Logits only where a label is** (``labelled_logits_only``, :mod:`hf_icot.levers.labelled_loss`): the output
   layer and the loss run at the positions whose next token is labelled, the same loss as the full computation.
-* **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.training.fused_gelu`): the Python tanh GELU
+* **GPT-2's GELU in one kernel** (``fused_gelu``, :mod:`hf_icot.levers.fused_gelu`): the Python tanh GELU
   becomes torch's fused one, the same function to float rounding; and a right-padded batch no label reads loses its
-  attention mask (:mod:`hf_icot.training.causal_mask`) so SDPA takes its causal path.
-* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, off unless asked for; :mod:`hf_icot.training.dropout_ahead`):
+  attention mask (:mod:`hf_icot.levers.causal_mask`) so SDPA takes its causal path.
+* **Dropout's masks drawn ahead** (``draw_dropout_ahead``, off unless asked for; :mod:`hf_icot.levers.dropout_ahead`):
   on the CPU a helper thread draws each training forward's dropout masks while it runs, the same numbers in torch's
   order; a run that asks for it logs one line saying so (it does nothing on a GPU).
 * **Optimizer resets** when the schedule asks (stepwise ``reset_optimizer``, Coconut's ``reset_optimizer_every``): the
@@ -33,23 +36,23 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   its hooks and knows no method by name.
 * **Kill-safe checkpoints**: a checkpoint is written under a marker removed once every process has written its part
   (older checkpoints are rotated out only then), and ``resume_from_checkpoint=True`` takes the last complete one
-  (:mod:`hf_icot.training.run_folder`).
+  (:mod:`hf_icot.runs.run_folder`).
 * **The end of a run** (:mod:`hf_icot.training.outputs`): ``evaluate_generation``, ``save_run``, ``create_model_card``,
   ``push_to_hub``.
-* **What clusters do to runs** (:class:`~hf_icot.training.checkpoints.SafeRunMixin`): a preemption signal saves a
+* **What clusters do to runs** (:class:`~hf_icot.runs.checkpoints.SafeRunMixin`): a preemption signal saves a
   checkpoint and stops; a non-finite loss stops before the optimizer step (the last saved checkpoint stays the last
   good one); a checkpoint that fills the disk is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 from typing import Any
 
 import datasets
-import pyarrow.compute as pc
 import torch
 from transformers import Trainer, TrainerCallback
 from transformers.trainer_utils import has_length
@@ -57,19 +60,19 @@ from transformers.trainer_utils import has_length
 from hf_icot.curriculum import Schedule
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.collator import ICoTCollator
-from hf_icot.data.row_checks import arrow_table
 from hf_icot.errors import NonFiniteLossError  # noqa: F401  (raised by SafeRunMixin.training_step; its old home)
+from hf_icot.levers.causal_mask import without_needless_mask
+from hf_icot.levers.dropout_ahead import DropoutDrawsAhead, dropout_draws_ahead_for, forward_drawing_ahead
+from hf_icot.levers.fused_gelu import fuse_tanh_gelu
+from hf_icot.levers.labelled_loss import LabelledLoss
 from hf_icot.modeling.sizing import context_length
-from hf_icot.training.adaptive_pace import AnswerAccuracyMixin
-from hf_icot.training.causal_mask import without_needless_mask
-from hf_icot.training.checkpoints import SafeRunMixin
+from hf_icot.runs.checkpoints import SafeRunMixin
+from hf_icot.training.adaptive_pace import ANSWER_MASK_KEY, AnswerPace
 from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
 from hf_icot.training.curriculum_state import ICoTStateCallback
-from hf_icot.training.dropout_ahead import DropoutAheadMixin, dropout_draws_ahead_for
-from hf_icot.training.fused_gelu import fuse_tanh_gelu
 from hf_icot.training.generation_eval import GenerationEvalCallback
-from hf_icot.training.labelled_loss import LabelledLossMixin
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
+from hf_icot.training.prepared_data import cot_extent, inserted_tokens, prepare_splits
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +80,7 @@ logger = logging.getLogger(__name__)
 SKIP_KEY = "icot_skip"
 
 
-class ICoTTrainer(
-    DropoutAheadMixin,
-    AnswerAccuracyMixin,
-    LabelledLossMixin,
-    RunOutputsMixin,
-    SafeRunMixin,
-    Trainer,
-):
+class ICoTTrainer(RunOutputsMixin, SafeRunMixin, Trainer):
     """A :class:`transformers.Trainer` that trains with a CoT-removal curriculum.
 
     Args:
@@ -111,6 +107,9 @@ class ICoTTrainer(
             dataset :meth:`ICoTCollator.prepare_dataset` rejects, or a tokenizer lacking a token the curriculum
             inserts (placeholder, length hints).
     """
+
+    #: The dropout lever (``draw_dropout_ahead``; :mod:`hf_icot.levers.dropout_ahead`), None where it is off.
+    dropout_ahead: DropoutDrawsAhead | None = None
 
     def __init__(
         self,
@@ -142,34 +141,16 @@ class ICoTTrainer(
             raise ValueError(
                 f"ICoTTrainer needs an ICoTCollator as data_collator, got {type(data_collator).__name__}."
             )
-        limit = context_length(model)
-        self.skipped_too_long = 0
         with args.main_process_first(desc="hf_icot dataset preparation"):
             # The collator's ids, then the method's own columns (CODI's teacher CoT in its format), each once.
-            def prepare(dataset: Any) -> tuple[Any, int]:
-                prepared, skipped = data_collator.prepare_dataset(dataset, limit, args.too_long, layout)
-                return self.method.prepare_dataset(prepared, processing_class), skipped
-
-            if train_dataset is not None:
-                train_dataset, self.skipped_too_long = prepare(train_dataset)
-                if self.skipped_too_long:
-                    logger.warning(
-                        "skipped %d training examples longer than the model's context", self.skipped_too_long
-                    )
-            if isinstance(eval_dataset, dict):
-                eval_dataset = {name: prepare(split)[0] for name, split in eval_dataset.items()}
-            elif eval_dataset is not None:
-                eval_dataset = prepare(eval_dataset)[0]
+            train_dataset, eval_dataset, self.skipped_too_long = prepare_splits(
+                data_collator, train_dataset, eval_dataset, context_length(model), args.too_long, layout,
+                self.method, processing_class,
+            )  # fmt: skip
         if train_dataset is not None:
-            data_collator.require_tokens(self._inserted_tokens(train_dataset))
+            data_collator.require_tokens(inserted_tokens(train_dataset, layout))
         # The extent of the training data's CoTs: schedules end their curriculum where the longest CoT is gone.
-        self._max_cot_level = self._max_cot_tokens = self._max_cot_steps = None
-        table = arrow_table(train_dataset) if train_dataset is not None else None  # whole columns, not a dict per row
-        if table is not None and "cot_level" in table.column_names:
-            self._max_cot_level = pc.max(pc.list_flatten(table.column("cot_level"))).as_py() or 0
-        if table is not None and table.num_rows:
-            self._max_cot_tokens = pc.max(table.column("n_cot_tokens")).as_py()
-            self._max_cot_steps = pc.max(table.column("n_cot_steps")).as_py()
+        self._max_cot_level, self._max_cot_tokens, self._max_cot_steps = cot_extent(train_dataset)
 
         self._previous_step_without_cot = self._step_without_cot = False
         self._optimizer_resets = 0
@@ -177,6 +158,9 @@ class ICoTTrainer(
         self._rendered_examples = 0
         self._last_step = 0
         self.stage_metrics: dict[int, dict[str, float]] = {}
+        # The helpers compute_loss calls, beside the method's own loss: the speed levers and the adaptive pace.
+        self.labelled_loss = LabelledLoss(self)
+        self.answer_pace = AnswerPace(self.schedule, processing_class)
         if args.fused_gelu and isinstance(model, torch.nn.Module):
             fuse_tanh_gelu(model)  # no weights change: before or after wrapping alike
         if model is not None:  # before the Trainer wraps the model and builds the optimizer
@@ -219,13 +203,6 @@ class ICoTTrainer(
         self.dropout_ahead = dropout_draws_ahead_for(args, self.model, self.method.latent)
         self._register_safeguards()
 
-    def _inserted_tokens(self, dataset: Any) -> list[str]:
-        """Tokens the curriculum puts into sequences: the placeholder under ``fill="pad"``, the length hints."""
-        layout = self.schedule.layout
-        column = "n_cot_tokens" if layout.unit == "token" else "n_cot_steps"
-        table = arrow_table(dataset)  # the whole column: a Python value per row costs seconds per million rows
-        return layout.inserted_tokens((pc.max(table.column(column)).as_py() if table.num_rows else 0) or 0)
-
     # -- curriculum ------------------------------------------------------------------------------------------------
 
     def _bind_schedule(self, dataloader: Any) -> None:
@@ -252,7 +229,7 @@ class ICoTTrainer(
         examples = inputs["pending"].examples
         batch, kept = self.method.render(examples, step, training, self.data_collator)
         if training and self.schedule.needs_answer_accuracy:
-            self._mark_answer_tokens(batch, examples)
+            self.answer_pace.mark(batch, examples)
         return batch, kept
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
@@ -309,6 +286,8 @@ class ICoTTrainer(
 
     def call_model_init(self, trial=None):
         model = super().call_model_init(trial)
+        if self.dropout_ahead is not None:
+            self.dropout_ahead.model_built(model)  # inside train(): eager attention, and the lever starts afresh
         if self.args.fused_gelu:
             fuse_tanh_gelu(model)
         return model
@@ -323,10 +302,47 @@ class ICoTTrainer(
         return super().training_step(model, inputs, num_items_in_batch)  # a non-finite loss stops (SafeRunMixin)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        outputs = self.method.compute_loss(model, inputs)  # None: the causal-LM loss of the mixins below
-        if outputs is None:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        return (outputs["loss"], outputs) if return_outputs else outputs["loss"]
+        """A micro-batch's loss; the one place it is computed, its steps in order:
+
+        1. the method's own loss where it has one (Coconut, CODI: a forward that feeds hidden states back), and
+           nothing below;
+        2. else the forward under the dropout lever where it is on (``draw_dropout_ahead``,
+           :func:`~hf_icot.levers.dropout_ahead.forward_drawing_ahead`), computing
+        3. the causal-LM loss at the labelled positions only (``labelled_logits_only``; in row chunks where the logits
+           are large, ``chunked_loss``: :class:`~hf_icot.levers.labelled_loss.LabelledLoss`), or else
+           ``Trainer.compute_loss``'s own;
+        4. the adaptive pace's answer hits, counted from that step's logits
+           (:class:`~hf_icot.training.adaptive_pace.AnswerPace`), for a schedule that reads the model.
+        """
+        own = self.method.compute_loss(model, inputs)
+        if own is not None:
+            return (own["loss"], own) if return_outputs else own["loss"]
+        scored = inputs.pop(ANSWER_MASK_KEY, None)  # the tokens the adaptive pace scores: it needs the logits
+        keep_outputs = return_outputs or scored is not None
+        with forward_drawing_ahead(self.dropout_ahead, model, inputs):
+            computed = self.labelled_loss.compute(model, inputs, keep_outputs, num_items_in_batch)
+            if computed is None:
+                computed = super().compute_loss(model, inputs, True, num_items_in_batch)
+        loss, outputs = computed
+        if scored is not None:
+            self.answer_pace.count(outputs, inputs["input_ids"], scored)
+        return (loss, outputs) if return_outputs else loss
+
+    @property
+    def labelled_logits_strategy(self) -> str | None:
+        """How the loss at the labelled positions splits the model (:class:`~hf_icot.levers.labelled_loss.
+        LabelledLoss`): ``"logits_to_keep"``, ``"output_layer"``, None for the full computation, ``"undecided"``."""
+        return self.labelled_loss.strategy
+
+    @property
+    def chunked_loss_exact(self) -> bool | None:
+        """Whether the chunked loss is exact for this model (None: not checked yet)."""
+        return self.labelled_loss.chunked_loss_exact
+
+    @property
+    def last_answer_accuracy(self) -> float | None:
+        """The adaptive pace's accuracy of the last step observed (None before the first, or without one)."""
+        return self.answer_pace.last_accuracy
 
     def _step_description(self, step: int) -> str:
         return f" (stage {self.schedule.stage(step)}, {self.schedule.describe_stage(step)} removed)"
@@ -341,7 +357,7 @@ class ICoTTrainer(
             self._kept_tokens, self._rendered_examples = 0.0, 0
             if self._optimizer_resets:
                 logs["cot/optimizer_resets"] = self._optimizer_resets
-            if getattr(self, "last_answer_accuracy", None) is not None:
+            if self.last_answer_accuracy is not None:
                 logs[f"cot/{self.schedule.metric}_accuracy"] = self.last_answer_accuracy
             if self.skipped_too_long:
                 logs["cot/skipped_too_long"] = self.skipped_too_long
@@ -370,7 +386,7 @@ class ICoTTrainer(
         """``Trainer.train``, then the end of the last stage (saved and evaluated like the others).
 
         ``resume_from_checkpoint``: a checkpoint folder, or True for the last complete one in ``args.output_dir``
-        (:meth:`~hf_icot.training.checkpoints.SafeRunMixin.resolve_resume`).
+        (:meth:`~hf_icot.runs.checkpoints.SafeRunMixin.resolve_resume`).
 
         Raises:
             ValueError: an incomplete checkpoint, True with no complete checkpoint, or a checkpoint written with
@@ -379,7 +395,8 @@ class ICoTTrainer(
         if not resume_from_checkpoint:  # a resumed run restores these from the checkpoint instead
             self._previous_step_without_cot, self._optimizer_resets = False, 0
             self.schedule.load_state_dict({})
-        with self.drawing_ahead_while_training():
+        lever = self.dropout_ahead
+        with lever.while_training(self.model) if lever is not None else contextlib.nullcontext():
             output = super().train(resume_from_checkpoint=resume_from_checkpoint, trial=trial, **kwargs)
             if self.state.global_step > 0:
                 self._end_stage(self.schedule.stage(self.state.global_step - 1))
@@ -387,9 +404,10 @@ class ICoTTrainer(
         if sum(costs.values()) >= 0.05:  # a run whose stage ends do nothing says nothing
             logger.info(
                 "stage ends took %.1f s of evaluation and %.1f s of stage checkpoints (the training loop: %.1f s)",
-                costs["cot/stage_evaluation_s"], costs["cot/stage_checkpoint_s"],
+                costs["cot/stage_evaluation_s"],
+                costs["cot/stage_checkpoint_s"],
                 output.metrics.get("train_runtime", float("nan")),
-            )  # fmt: skip
+            )
         return output
 
     def _save(self, output_dir: str | None = None, state_dict: Any = None) -> None:

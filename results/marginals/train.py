@@ -38,12 +38,12 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hf_icot.command_line.parsing import parse_config, parse_mapping
+from hf_icot.command_line.recipe import run_main
 from hf_icot.diagnostics.candidates import diagnostic_rows
 from hf_icot.diagnostics.learning_dynamics import check_measurements
 from hf_icot.diagnostics.transition import StopAfterTransition, StopBelowLoss, transition_step
-from hf_icot.training.command_line import parse_config, parse_mapping
 from hf_icot.training.config import RunArguments
-from hf_icot.training.recipe import run_main
 
 logger = logging.getLogger("marginals")
 
@@ -182,12 +182,12 @@ def main(args: MarginalsArguments, training_args: RunArguments) -> dict[str, Any
     from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq
 
     from datasets_builder import build_dataset
+    from hf_icot.command_line.recipe import RecipeRun
     from hf_icot.data.answer_only import answer_only_tokenizer, encode_answer_only
     from hf_icot.diagnostics import HeadAblationCallback, LearningDynamicsCallback, parse_heads
     from hf_icot.modeling.loading import scratch_config
     from hf_icot.publishing.run_files import TRAINING_LOG_FILE
-    from hf_icot.training.checkpoints import CheckpointedTrainer
-    from hf_icot.training.recipe import RecipeRun
+    from hf_icot.runs.checkpoints import CheckpointedTrainer
 
     with RecipeRun(training_args) as run:
         # Step 1: the task, its tokenizer and the study's layout.

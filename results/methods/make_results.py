@@ -53,6 +53,7 @@ from hf_icot.studies.report import (
 )
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
+from results.methods import stability as stability_of
 from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, TASKS
 from results.methods.rules import PLATEAU_SHARE, RULES
 
@@ -126,19 +127,14 @@ def final_figure(run: dict, name: str) -> float | None:
     return run["final"].get(f"test/{run['mode']}/{name}")
 
 
-def late_share(run: dict, bar: float = BAR) -> float | None:
-    """The share of the run's late evaluations (the second half of its curve) at or above ``bar``; None without a
-    curve. A run that reached the plateau and fell off it late scores low here whatever its final score."""
-    points = [em for _, _, em in curve(run)]
-    late = points[len(points) // 2 :]
-    return sum(em >= bar for em in late) / len(late) if late else None
+def late_share(run: dict) -> float | None:
+    """The share of the run's late evaluations at or above the bar (:func:`results.methods.stability.late_share`)."""
+    return stability_of.late_share([em for _, _, em in curve(run)], BAR)
 
 
 def stays_at_plateau(run: dict) -> bool:
-    """M4's reading of one seed: its final test score and at least :data:`PLATEAU_SHARE` of its late evaluations
-    at or above the 90% bar."""
-    final, share = final_figure(run, "answer_em"), late_share(run)
-    return final is not None and final >= BAR and share is not None and share >= PLATEAU_SHARE
+    """M4's reading of one seed (:func:`results.methods.stability.at_plateau`)."""
+    return stability_of.at_plateau(final_figure(run, "answer_em"), late_share(run), BAR, PLATEAU_SHARE)
 
 
 def cost(run: dict) -> float | None:
@@ -369,24 +365,6 @@ def stage_starts(run: dict) -> list[float]:
     return [step * batch for stage, step in sorted(first.items()) if stage > min(first)]
 
 
-def median_curve(axis, curves: list[list[tuple[float, float]]], index: int, style: str, name: str) -> bool:
-    """Each seed's curve thin and the median over seeds thick (at the measurements every seed has): with a few
-    seeds split between chance and the plateau a mean's t-interval spans the axis and says nothing; the seeds do."""
-    curves = [c for c in curves if c]
-    if not curves:
-        return False
-    color = f"C{index % 10}"
-    for one in curves:
-        axis.plot([x for x, _ in one], [y for _, y in one], color=color, linestyle=style, linewidth=0.6, alpha=0.35)
-    length = min(len(one) for one in curves)
-    xs = [curves[0][i][0] for i in range(length)]
-    medians = [sorted(one[i][1] for one in curves)[len(curves) // 2] if len(curves) % 2 else
-               sum(sorted(one[i][1] for one in curves)[len(curves) // 2 - 1 : len(curves) // 2 + 1]) / 2
-               for i in range(length)]  # fmt: skip
-    axis.plot(xs, medians, color=color, linestyle=style, linewidth=2.0, label=f"{name}: median, seeds thin")
-    return True
-
-
 def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     """``curves_<task>.png`` (None, and nothing written, for no curve)."""
     plt = pyplot()
@@ -396,7 +374,7 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
         curves = [[(examples, em) for examples, _, em in curve(run)] for run in row["runs"]]
         style = {"e2e": "--", "full_cot": ":"}.get(method, "-")
         name = f"{label(task, method)}, {row['runs'][0]['mode']} (n={len(row['runs'])})"
-        drawn = median_curve(axis, curves, index, style, name) or drawn
+        drawn = stability_of.median_curve(axis, curves, index, style, name) or drawn
     if not drawn:
         plt.close(figure)
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hf_icot.training.checkpoints import CheckpointedTrainer
+from hf_icot.runs.checkpoints import CheckpointedTrainer
 
 
 class MixtureMLPTrainer(CheckpointedTrainer):

@@ -31,9 +31,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hf_icot.training.arguments import ModelArguments, ScriptArguments
-from hf_icot.training.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
-from hf_icot.training.recipe import run_main
+from hf_icot.command_line.arguments import ModelArguments, ScriptArguments
+from hf_icot.command_line.arguments import parse_recipe_args as parse_args  # --config file.yaml plus flags
+from hf_icot.command_line.recipe import run_main
 
 logger = logging.getLogger("parity")
 
@@ -51,11 +51,11 @@ def main(script_args: ScriptArguments, training_args: Any, model_args: ModelArgu
     """
     from datasets_builder import build_dataset
     from datasets_builder.tasks.parity import secret_support
+    from hf_icot.command_line.recipe import RecipeRun
     from hf_icot.diagnostics.answer_accuracy import AnswerAccuracyCallback
     from hf_icot.modeling.loading import load_model_for_run
     from hf_icot.publishing.run_files import EVAL_RESULTS_FILE, STAGES_FILE, TRAINING_LOG_FILE
     from hf_icot.training.config import schedule_from_config
-    from hf_icot.training.recipe import RecipeRun
     from hf_icot.training.trainer import ICoTTrainer
     from results.parity.theory import RoundingCallback, check_parity_data  # registers the models with the Auto classes
     from results.parity.theory.inspection import children_report

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from hf_icot.publishing.run_files import EVAL_RESULTS_FILE
-from hf_icot.studies.claims import WITHDRAWN, update_ledger, write_readme_verdicts
+from hf_icot.studies.claims import WITHDRAWN, update_ledger
+from hf_icot.studies.claims_index import write_readme_verdicts
 from hf_icot.studies.report import fmt, read_json, write_table
 from results.semiautomata import semiautomata_claims as second_claims
 from results.semiautomata import semiautomata_regime as regime

@@ -40,7 +40,7 @@ def test_a_lever_side_takes_flag_equals_value(tmp_path, capsys) -> None:
 
 
 def test_a_lever_asked_for_is_on_every_side_of_ours_but_its_own_off_side(tmp_path, capsys) -> None:
-    from hf_icot.training.command_line import bool_flag_on
+    from hf_icot.command_line.config_file import bool_flag_on
 
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("")

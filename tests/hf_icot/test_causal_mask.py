@@ -1,4 +1,4 @@
-"""No attention mask where it cannot matter (hf_icot.training.causal_mask): the same loss and gradients without it on
+"""No attention mask where it cannot matter (hf_icot.levers.causal_mask): the same loss and gradients without it on
 right-padded ICoT batches, the mask kept where it matters, and ICoTTrainer's forward without it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from transformers import AutoModelForCausalLM
 from hf_icot.cot import PLACEHOLDER_TOKEN, TruncationSpec
 from hf_icot.data.collator import ICoTCollator
 from hf_icot.data.tokenization import build_word_level_tokenizer
-from hf_icot.training.causal_mask import is_causal_lm, needless_attention_mask, without_needless_mask
+from hf_icot.levers.causal_mask import is_causal_lm, needless_attention_mask, without_needless_mask
 from tests.hf_icot.test_labelled_logits import FAMILIES, icot_like_batch, loss_and_gradients
 from tests.hf_icot.tiny_task import counting_examples
 

@@ -81,7 +81,7 @@ def test_the_check_refuses_logits_capped_after_the_output_layer(cap):
 
 def chunked_calls(monkeypatch) -> list[int]:
     """Count the trainer's calls of the chunked loss (one entry of N rows per call)."""
-    import hf_icot.training.labelled_loss as labelled_loss
+    import hf_icot.levers.labelled_loss as labelled_loss
 
     calls, chunked = [], labelled_loss.linear_cross_entropy
 

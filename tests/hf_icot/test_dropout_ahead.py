@@ -1,4 +1,4 @@
-"""Dropout's masks drawn ahead on a helper thread (hf_icot.training.dropout_ahead): the same losses, weights and
+"""Dropout's masks drawn ahead on a helper thread (hf_icot.levers.dropout_ahead): the same losses, weights and
 generator state bit for bit as torch's own draws — when the forward keeps to its record, when it leaves it (put back),
 when it raises, and when something else draws (the lever turns itself off); another thread's dropout, during the
 forward, is torch's own; SDPA attention with dropout runs as eager attention while training and comes back; the lever
@@ -21,14 +21,14 @@ from torch.nn import functional
 from transformers import AutoModelForCausalLM, GPT2Config
 
 from hf_icot.data.tokenization import build_word_level_tokenizer
-from hf_icot.training import dropout_kernel
-from hf_icot.training.dropout_ahead import (
+from hf_icot.levers import dropout_kernel
+from hf_icot.levers.dropout_ahead import (
     TORCH_DROPOUT,
     DropoutDrawsAhead,
     dropout_draws_ahead_for,
     eager_attention_while,
 )
-from hf_icot.training.dropout_kernel import torch_dropout_mask
+from hf_icot.levers.dropout_kernel import torch_dropout_mask
 from tests.hf_icot.tiny_task import counting_examples
 
 GPT2 = GPT2Config(vocab_size=50, n_embd=32, n_layer=2, n_head=4, n_positions=64, bos_token_id=1, eos_token_id=1)
@@ -283,7 +283,7 @@ def test_the_log_names_the_lever_only_where_a_forward_drew(tmp_path, two_threads
             if isinstance(module, torch.nn.Dropout) and p is not None:
                 module.p = p
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="hf_icot.training.dropout_ahead"):
+        with caplog.at_level(logging.INFO, logger="hf_icot.levers.dropout_ahead"):
             trainer.train()
         lines.append([record.message for record in caplog.records if record.message.startswith("dropout masks:")])
     assert len(lines[0]) == 1 and "training forwards drawn ahead by" in lines[0][0]
@@ -314,7 +314,7 @@ def test_the_lever_is_off_unless_asked_for_and_a_run_that_asks_says_so(tmp_path,
     lines = []
     for name, options in (("not_asked", {}), ("asked", {"draw_dropout_ahead": True})):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="hf_icot.training.dropout_ahead"):
+        with caplog.at_level(logging.INFO, logger="hf_icot.levers.dropout_ahead"):
             trainer = icot_trainer(tmp_path / name, **options)
         lines.append([record.message for record in caplog.records if "draw_dropout_ahead" in record.message])
         assert (trainer.dropout_ahead is not None) == bool(options)
@@ -327,7 +327,7 @@ def test_the_lever_is_off_unless_asked_for_and_a_run_that_asks_says_so(tmp_path,
 
 def test_the_lever_asked_for_on_a_gpu_does_nothing_and_says_why(caplog) -> None:
     args = SimpleNamespace(draw_dropout_ahead=True, device=torch.device("cuda"), gradient_checkpointing=False)
-    with caplog.at_level(logging.INFO, logger="hf_icot.training.dropout_ahead"):
+    with caplog.at_level(logging.INFO, logger="hf_icot.levers.dropout_ahead"):
         assert dropout_draws_ahead_for(args, gpt2(), latent=False) is None
     assert [record.message for record in caplog.records] == [
         "draw_dropout_ahead is on but idle: this run trains on cuda, where the lever does nothing (it is for CPU "
@@ -351,7 +351,7 @@ def test_a_recipe_asks_for_sleeping_openmp_threads_only_with_the_lever(tmp_path,
     config.write_text("draw_dropout_ahead: true\n", encoding="utf-8")
     script = (
         "import os, sys\n"
-        "from hf_icot.training.recipe import run_main\n"
+        "from hf_icot.command_line.recipe import run_main\n"
         "assert 'torch' not in sys.modules\n"
         "run_main(lambda: print('policy', os.environ.get('OMP_WAIT_POLICY')), parse=lambda: ())\n"
     )

@@ -1,4 +1,4 @@
-"""torch's CPU dropout masks from the C kernel (hf_icot.training.dropout_kernel): the same masks and the same generator
+"""torch's CPU dropout masks from the C kernel (hf_icot.levers.dropout_kernel): the same masks and the same generator
 state as torch's own draw, bit for bit, at every offset of the Mersenne Twister's block; torch draws instead, saying
 why, without a compiler, with a build that fails, or when asked; only a build of this user's is loaded (a cached file
 of another owner, writable by group or others, or not of its recorded SHA-256 is refused and built again, and so is
@@ -16,9 +16,9 @@ import stat
 import pytest
 import torch
 
-from hf_icot.training import dropout_kernel
-from hf_icot.training.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
-from hf_icot.training.dropout_kernel import DropoutKernel, record_of, torch_dropout_mask
+from hf_icot.levers import dropout_kernel
+from hf_icot.levers.dropout_ahead import Draw, DropoutDrawsAhead, dropout_mask
+from hf_icot.levers.dropout_kernel import DropoutKernel, record_of, torch_dropout_mask
 from tests.hf_icot.test_dropout_ahead import icot_trainer, same_run_as_torch, same_weights
 
 needs_compiler = pytest.mark.skipif(

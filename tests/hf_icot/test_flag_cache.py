@@ -1,4 +1,4 @@
-"""The flags kept after a full parse (hf_icot.training.flag_cache) answer ``--help`` and bad input as the full parser
+"""The flags kept after a full parse (hf_icot.command_line.flag_cache) answer ``--help`` and bad input as the full parser
 does, without importing torch."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hf_icot.training.arguments import ModelArguments, ScriptArguments, parse_recipe_args
-from hf_icot.training.command_line import parse_config
+from hf_icot.command_line.arguments import ModelArguments, ScriptArguments, parse_recipe_args
+from hf_icot.command_line.flag_cache import answer_early, flags_file, type_name
+from hf_icot.command_line.parsing import parse_config
 from hf_icot.training.config import ICoTConfig
-from hf_icot.training.flag_cache import answer_early, flags_file, type_name
 
 REPO = Path(__file__).resolve().parents[2]
 TYPES = (ScriptArguments, ModelArguments, ICoTConfig)

@@ -1,4 +1,4 @@
-"""GPT-2's GELU in one kernel (hf_icot.training.fused_gelu): the same loss and gradients in training mode (dropout
+"""GPT-2's GELU in one kernel (hf_icot.levers.fused_gelu): the same loss and gradients in training mode (dropout
 drawing the same numbers), the modules swapped and nothing else, the saved model unchanged, and ICoTTrainer doing it
 unless ``fused_gelu`` is off."""
 
@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, GPT2Config
 from transformers.activations import FastGELUActivation, GELUTanh, NewGELUActivation
 
 from hf_icot.data.tokenization import build_word_level_tokenizer
-from hf_icot.training.fused_gelu import fuse_tanh_gelu
+from hf_icot.levers.fused_gelu import fuse_tanh_gelu
 from tests.hf_icot.test_labelled_logits import icot_like_batch, loss_and_gradients
 from tests.hf_icot.tiny_task import counting_examples
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, TrainerCallback
 
+from hf_icot.command_line.arguments import ModelArguments
 from hf_icot.curriculum import Stepwise
 from hf_icot.evaluation.teacher_forced import answer_token_hits
 from hf_icot.modeling.labelled_logits import (
@@ -21,7 +22,6 @@ from hf_icot.modeling.labelled_logits import (
     predicting_positions,
 )
 from hf_icot.modeling.loading import apply_lora, load_model_and_tokenizer
-from hf_icot.training.arguments import ModelArguments
 from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.test_adaptive_schedule import counting_adaptive_run
@@ -148,7 +148,7 @@ def accumulated_run(tmp_path, family: str, lora: bool, labelled: bool):
 def test_a_run_with_accumulation_has_the_full_losses_and_gradients(tmp_path, monkeypatch, family, lora):
     torch.set_num_threads(1)
     # Chunks of 2 KiB of logits (a dozen rows here), so this tiny vocabulary runs the chunked loss over several chunks.
-    monkeypatch.setattr("hf_icot.training.labelled_loss.CHUNK_BYTES", 2048)
+    monkeypatch.setattr("hf_icot.levers.labelled_loss.CHUNK_BYTES", 2048)
     monkeypatch.setattr("hf_icot.modeling.chunked_loss.CHUNK_BYTES", 2048)
     from tests.hf_icot.test_chunked_loss import chunked_calls
 
@@ -207,11 +207,11 @@ def test_a_model_computing_its_own_loss_gets_the_full_computation_said_once(tmp_
         args.labelled_logits_only = labelled
         model, tokenizer = _model("linear_attention_parity", args, dataset)
         trainer = ICoTTrainer(model=model, args=args, train_dataset=dataset["train"], processing_class=tokenizer)
-        with caplog.at_level(logging.WARNING, logger="hf_icot.training.labelled_loss"):
+        with caplog.at_level(logging.WARNING, logger="hf_icot.levers.labelled_loss"):
             trainer.train()
         losses[labelled] = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     assert trainer.labelled_logits_strategy is None
-    said = [record.message for record in caplog.records if record.name == "hf_icot.training.labelled_loss"]
+    said = [record.message for record in caplog.records if record.name == "hf_icot.levers.labelled_loss"]
     assert len(said) == 1 and "LinearAttentionParityModel gives other logits or another loss" in said[0]
     assert "so the loss uses logits at every position" in said[0]
     assert losses[True] == losses[False] and len(losses[True]) == 4

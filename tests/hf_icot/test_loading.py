@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from hf_icot.command_line.arguments import ModelArguments, ScriptArguments
 from hf_icot.cot import cot_token_count
 from hf_icot.curriculum import Mixture, Stepwise
 from hf_icot.modeling.loading import apply_lora, load_model_and_tokenizer, scratch_config
-from hf_icot.training.arguments import ModelArguments, ScriptArguments
 
 TASK_ARGS = {"a_digits": 2, "b_digits": 2, "train_size": 16, "validation_size": 4, "test_size": 4, "seed": 0}
 #: The smallest config of each family (a 1-layer, 16-wide model).

@@ -59,7 +59,7 @@ def test_max_len_train_skips_long_batches_counts_them_and_leaves_weights_alone(t
 
 def test_decay_all_parameters_decays_biases_and_layer_norms_as_the_reference(tmp_path):
     from hf_icot.data.tokenization import build_word_level_tokenizer
-    from hf_icot.training.checkpoints import CheckpointedTrainer
+    from hf_icot.runs.checkpoints import CheckpointedTrainer
     from hf_icot.training.trainer import ICoTTrainer
     from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
 

@@ -1,4 +1,4 @@
-"""hf_icot.training.run_folder on folders laid out as a killed run leaves them: which checkpoint is complete, which one
+"""hf_icot.runs.run_folder on folders laid out as a killed run leaves them: which checkpoint is complete, which one
 ``resume_from_checkpoint=True`` takes, and what a resumed run must share with its checkpoint."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hf_icot.training.run_folder import (
+from hf_icot.runs.run_folder import (
     CHECKPOINT_WRITING,
     checkpoint_problem,
     earlier_run,
@@ -70,7 +70,7 @@ def test_last_complete_checkpoint_skips_later_incomplete_ones_and_says_so(
     (checkpoint(tmp_path, 12) / CHECKPOINT_WRITING).touch()
     checkpoint(tmp_path, 14, state="")
     (tmp_path / "checkpoint-20").write_text("a file, not a checkpoint")
-    with caplog.at_level(logging.WARNING, logger="hf_icot.training.run_folder"):
+    with caplog.at_level(logging.WARNING, logger="hf_icot.runs.run_folder"):
         assert last_complete_checkpoint(tmp_path) == str(good)
     skipped = [record.getMessage() for record in caplog.records]
     assert skipped == [

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import hf_icot.training.runtime
-from hf_icot.training.runtime import Launcher, cpu_threads_to_restore, physical_cores, use_all_cpu_threads
+import hf_icot.runs.runtime
+from hf_icot.runs.runtime import Launcher, cpu_threads_to_restore, physical_cores, use_all_cpu_threads
 
 REPO = Path(__file__).resolve().parents[2]
 #: What ``accelerate launch`` exports to a one-process script by default (the part the decision reads).
@@ -82,14 +82,14 @@ def torch_threads() -> Iterator[None]:
 def test_use_all_cpu_threads_sets_torchs_count_only_when_it_decides_to(
     torch_threads: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hf_icot.training.runtime, "physical_cores", lambda: 3)
+    monkeypatch.setattr(hf_icot.runs.runtime, "physical_cores", lambda: 3)
     monkeypatch.setattr(
-        hf_icot.training.runtime, "find_launcher", lambda: Launcher(ACCELERATE_ARGV, {"OMP_NUM_THREADS": "1"})
+        hf_icot.runs.runtime, "find_launcher", lambda: Launcher(ACCELERATE_ARGV, {"OMP_NUM_THREADS": "1"})
     )
     for name, value in LAUNCHED.items():
         monkeypatch.setenv(name, value)
     assert use_all_cpu_threads(on_cpu=True) is None and torch.get_num_threads() == 1
-    monkeypatch.setattr(hf_icot.training.runtime, "find_launcher", lambda: Launcher(ACCELERATE_ARGV, {}))
+    monkeypatch.setattr(hf_icot.runs.runtime, "find_launcher", lambda: Launcher(ACCELERATE_ARGV, {}))
     assert use_all_cpu_threads(on_cpu=False) is None and torch.get_num_threads() == 1
     assert use_all_cpu_threads(on_cpu=True) == 3 and torch.get_num_threads() == 3
     assert os.environ["OMP_NUM_THREADS"] == "1", "only torch's count changes"
@@ -97,7 +97,7 @@ def test_use_all_cpu_threads_sets_torchs_count_only_when_it_decides_to(
 
 PROBE = """\
 import torch
-from hf_icot.training.runtime import use_all_cpu_threads
+from hf_icot.runs.runtime import use_all_cpu_threads
 started = torch.get_num_threads()
 use_all_cpu_threads(on_cpu=True)
 print("threads", started, torch.get_num_threads())

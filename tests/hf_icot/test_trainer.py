@@ -10,12 +10,12 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, TrainerCallback
 
+from hf_icot.command_line.parsing import parse_config
 from hf_icot.cot import TruncationSpec
 from hf_icot.curriculum import Mixture
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.tokenization import build_word_level_tokenizer, prepare_tokenizer_for_icot
 from hf_icot.evaluation.generation_accuracy import evaluate_generation
-from hf_icot.training.command_line import parse_config
 from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer, NonFiniteLossError
 from tests.hf_icot.tiny_task import counting_examples, tiny_bpe_tokenizer, tiny_gpt2

@@ -1,4 +1,4 @@
-"""Every study recipe on the shared set-up (``hf_icot.training.recipe.RecipeRun``): SIGKILLed after a checkpoint,
+"""Every study recipe on the shared set-up (``hf_icot.command_line.recipe.RecipeRun``): SIGKILLed after a checkpoint,
 ``--resume_from_checkpoint true`` continues to the uninterrupted run's weights, bit for bit (every run on one thread);
 a new run into a folder holding another run is refused in one sentence, the folder untouched. recipes/icot_gpt2.py has
 its own, longer tests of the same (test_recipe_resume.py)."""

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from transformers import AutoModelForCausalLM
 
-from hf_icot.training.command_line import parse_config
+from hf_icot.command_line.parsing import parse_config
 from results.marginals import train as marginals_train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ import pytest
 
 from hf_icot.publishing import hub
 from hf_icot.publishing.hub import PushError, push_output_dir
-from hf_icot.training.run_lock import LOCK_FILE
+from hf_icot.runs.run_lock import LOCK_FILE
 from tests.push_faults import FAULTS, TRANSIENT, PushFault, backoff_waits, file_hashes  # noqa: F401  (a fixture)
 from tests.recipes.conftest import REPO, recipe_args, run_recipe
 
@@ -26,7 +26,7 @@ COMMIT = r"^POST /api/models/.*/commit/"
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
     """Relative path -> bytes of every file under ``folder`` (hidden files and subfolders included), but the run's
-    lock, which is there while the run is (hf_icot.training.run_lock)."""
+    lock, which is there while the run is (hf_icot.runs.run_lock)."""
     return {
         p.relative_to(folder).as_posix(): p.read_bytes()
         for p in sorted(folder.rglob("*"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_icot.training.run_lock import LOCK_FILE
+from hf_icot.runs.run_lock import LOCK_FILE
 from tests import forked
 from tests.recipes.conftest import REPO
 from tests.recipes.test_every_recipe_resumes import KILLED_RECIPE, run

@@ -140,7 +140,7 @@ def test_recipe_answers_help_with_every_option(script: Path) -> None:
     # what the user reads; its start-up time is bench/bench_start_up.py's (here forked from a pre-imported server)
     result = forked.run([script, "--help"], env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    from hf_icot.training.arguments import ModelArguments, ScriptArguments
+    from hf_icot.command_line.arguments import ModelArguments, ScriptArguments
     from hf_icot.training.config import ICoTConfig
 
     if _uses_icot_arguments(script):

@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 from transformers.trainer_utils import get_last_checkpoint
 
-from hf_icot.training.run_lock import LOCK_FILE
+from hf_icot.runs.run_lock import LOCK_FILE
 from tests.recipes.conftest import RECIPE, recipe_args, run_recipe
 from tests.recipes.killed_recipe import COMMAND as KILLED_RECIPE
 from tests.recipes.test_every_recipe_resumes import run
@@ -180,7 +180,7 @@ def test_resume_true_without_a_complete_checkpoint(
     assert not output.exists()
     shutil.copytree(whole_run / "checkpoint-2", output / "checkpoint-2")
     (output / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2, "log_hist')  # cut short
-    with caplog.at_level(logging.WARNING, logger="hf_icot.training.run_folder"):
+    with caplog.at_level(logging.WARNING, logger="hf_icot.runs.run_folder"):
         assert _refused(recipe_args(tiny_gpt2, output, "--resume_from_checkpoint", "true")) == message
     assert f"skipping {output / 'checkpoint-2'}: its trainer_state.json is cut short or unreadable" in caplog.text
     message = _refused(recipe_args(tiny_gpt2, output, "--resume_from_checkpoint", str(output / "checkpoint-2")))

@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from hf_icot.training.run_folder import CHECKPOINT_WRITING, checkpoint_problem
+from hf_icot.runs.run_folder import CHECKPOINT_WRITING, checkpoint_problem
 from tests.recipes.conftest import RECIPE, REPO, recipe_args
 from tests.recipes.test_recipe_resume import SAVE_EVERY_2, run_command, same_weights
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hf_icot.command_line.arguments import parse_recipe_args
 from hf_icot.studies.sweep import RECORD_FILE, load_sweep
-from hf_icot.training.arguments import parse_recipe_args
 from tests import forked
 
 REPO = Path(__file__).resolve().parents[2]

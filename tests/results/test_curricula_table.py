@@ -167,8 +167,8 @@ def test_every_league_run_parses_into_its_recipes_arguments_at_its_tasks_budget(
     """results/curricula/runs.yaml: parity4 and counter7, 10 curricula x 3 seeds each, and cyclic7's 10 curricula on
     seed 0 alone (its seeds 1-2 left the sweep before they ran: screen.md); each seed seeding data and model, each
     task's curricula at one budget, and each schedule's own flags reaching the trainer (a misspelt flag fails here)."""
+    from hf_icot.command_line.arguments import parse_recipe_args
     from hf_icot.studies.sweep import load_sweep
-    from hf_icot.training.arguments import parse_recipe_args
 
     sweep = load_sweep(REPO / "results/curricula")
     seeds = {}

@@ -279,3 +279,15 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
         method = run.name.split("_", 1)[1].rsplit("_s", 1)[0]
         assert run.command[run.command.index("--eval_modes") + 1] == make_results.METHODS[method][1], run.name
     assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * (len(make_results.METHODS) - 2) + 2 * 5
+
+
+def test_a_seed_that_falls_off_the_plateau_late_does_not_stay_at_it():
+    """M4 reads each seed's curve (issue 51): the share of its late evaluations (the second half) at >= 0.9."""
+    from results.methods import stability
+
+    collapsed = [0.5, 1.0, 1.0, 1.0, 0.7, 0.4]  # at the plateau early, off it late (CODI's parity4 seed 0)
+    assert stability.late_share(collapsed, 0.9) == pytest.approx(1 / 3)
+    assert not stability.at_plateau(0.5, 1 / 3, 0.9, 0.8)
+    assert stability.late_share([0.5, 0.6, 1.0, 1.0], 0.9) == 1.0 and stability.at_plateau(1.0, 1.0, 0.9, 0.8)
+    assert not stability.at_plateau(1.0, 0.5, 0.9, 0.8)  # ends at 1.0 but spent half its late checks below
+    assert stability.late_share([], 0.9) is None and stability.median([0.5, 1.0]) == 0.75

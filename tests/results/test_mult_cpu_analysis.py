@@ -111,8 +111,8 @@ def test_m1_reads_end_to_end_at_the_best_settings_budget(tmp_path, long_e2e, ver
 def test_the_shipped_3x3_config_is_the_winning_runs_setting():
     """recipes/configs/mult_3x3_cpu.yaml trains what runs.yaml's mult3x3_stepwise250_budget16k ran (seed 0), field
     by field, but for where it writes and the adaptive schedule's own fields, which a stepwise run never reads."""
+    from hf_icot.command_line.arguments import parse_recipe_args
     from hf_icot.studies.sweep import load_sweep
-    from hf_icot.training.arguments import parse_recipe_args
 
     run = next(r for r in load_sweep(REPO / "results/mult_cpu").runs if r.name == "mult3x3_stepwise250_budget16k_s0")
     ran = [vars(group) for group in parse_recipe_args(run.command[2:])]

@@ -11,8 +11,8 @@ import torch
 
 from datasets_builder import build_dataset
 from datasets_builder.tasks.parity import Params, secret_support
+from hf_icot.command_line.arguments import ModelArguments
 from hf_icot.modeling.loading import load_model_and_tokenizer
-from hf_icot.training.arguments import ModelArguments
 from hf_icot.training.config import ICoTConfig, schedule_from_config
 from hf_icot.training.trainer import ICoTTrainer
 from results.parity.theory import RoundingCallback

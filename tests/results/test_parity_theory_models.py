@@ -15,9 +15,9 @@ from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 from datasets_builder import build_dataset
 from datasets_builder.tasks.parity import Params, cot_levels
+from hf_icot.command_line.arguments import ModelArguments
 from hf_icot.evaluation.generation_accuracy import evaluate_generation
 from hf_icot.modeling.loading import load_model_and_tokenizer
-from hf_icot.training.arguments import ModelArguments
 from hf_icot.training.config import ICoTConfig, schedule_from_config
 from hf_icot.training.trainer import ICoTTrainer
 from results.parity.theory import (

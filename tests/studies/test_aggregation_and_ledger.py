@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_icot.studies.claims import (
-    COLUMNS,
-    LedgerError,
-    claims_markdown,
-    read_ledger,
-    update_ledger,
-    write_claims_index,
-    write_ledger,
-)
+from hf_icot.studies.claims import COLUMNS, LedgerError, read_ledger, update_ledger, write_ledger
+from hf_icot.studies.claims_index import claims_markdown, write_claims_index
 from hf_icot.studies.report import (
     error_bars,
     fmt,

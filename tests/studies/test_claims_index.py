@@ -13,15 +13,12 @@ from hf_icot.studies.claims import (
     END_VERDICTS,
     VERDICTS,
     LedgerError,
-    claims_markdown,
     knife_edge,
     read_ledger,
-    read_ledgers,
-    stale_claim_outputs,
     update_ledger,
-    write_claims_index,
     write_ledger,
 )
+from hf_icot.studies.claims_index import claims_markdown, read_ledgers, stale_claim_outputs, write_claims_index
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "results"

@@ -19,7 +19,7 @@ How it stays exact:
   rest runs as torch runs it. A run whose forwards keep leaving their records (8 put back, and more than one for
   every 10 drawn ahead) turns the lever off.
 
-The masks come from :mod:`~hf_icot.training.dropout_kernel` where it is in use (torch's numbers from a small C
+The masks come from :mod:`~hf_icot.levers.dropout_kernel` where it is in use (torch's numbers from a small C
 kernel, ~8x faster than torch's own draw here; checked against torch's masks on the run's first forward), else from
 torch. A helper pays only where the step leaves a core idle while it draws: libgomp's threads busy-wait between
 parallel regions by default and a helper then competes with them (0.95-0.98x on the bench's step at 2 threads, with
@@ -36,8 +36,9 @@ every other one on unchanged).
 
 It is off unless asked for (``draw_dropout_ahead``), and does nothing on a GPU.
 
-:class:`DropoutAheadMixin` is the lever's side of ``ICoTTrainer``: it wraps each training forward and, while
-``train()`` runs, gives the model (and one that ``model_init`` builds there) eager attention.
+``ICoTTrainer`` holds the lever (:func:`dropout_draws_ahead_for`), wraps each training forward in
+:func:`forward_drawing_ahead` and its ``train()`` in :meth:`DropoutDrawsAhead.while_training`, which gives the model
+(and one that ``model_init`` builds there, :meth:`DropoutDrawsAhead.model_built`) eager attention.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ import torch
 from torch.nn import functional
 from torch.overrides import TorchFunctionMode
 
-from hf_icot.training import dropout_kernel
-from hf_icot.training.dropout_kernel import torch_dropout_mask
+from hf_icot.levers import dropout_kernel
+from hf_icot.levers.dropout_kernel import torch_dropout_mask
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ def _draws(input: torch.Tensor, p: float, training: bool) -> bool:  # noqa: A002
 
 def dropout_mask(draw: Draw, generator: torch.Generator | None = None) -> torch.Tensor:
     """The scaled mask torch's CPU dropout draws for ``draw`` (``empty_like(input).bernoulli_(1 - p).div_(1 - p)``),
-    drawn by :mod:`~hf_icot.training.dropout_kernel` where it is in use (the same numbers), else by torch."""
+    drawn by :mod:`~hf_icot.levers.dropout_kernel` where it is in use (the same numbers), else by torch."""
     kernel = dropout_kernel.loaded() if draw.dtype == torch.float32 else None
     if kernel is None:
         return torch_dropout_mask(draw.shape, draw.dtype, draw.p, generator, draw.stride)
@@ -203,11 +204,40 @@ class DropoutDrawsAhead:
 
     def __init__(self, helper: bool = True) -> None:
         self.helper = helper  # else the forward draws its masks itself, with the C kernel (off without it)
+        self._attention_switches: contextlib.ExitStack | None = None  # while :meth:`while_training` holds
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """No record, no forward checked, no count: the lever as made."""
         self._records: dict[tuple, tuple[Draw, ...]] = {}
         self._checked = False  # whether a forward was shown to draw through torch.nn.functional.dropout only
         self.forwards_ahead = 0
         self.put_back = 0
         self.off_reason: str | None = None
+
+    @contextlib.contextmanager
+    def while_training(self, model: Any) -> Iterator[None]:
+        """Wrap a ``Trainer.train()``: ``model`` (and one :meth:`model_built` is given inside the block) trains with
+        eager attention, restored after; then one log line says what the lever did (none for a model without
+        dropout)."""
+        with contextlib.ExitStack() as switches:
+            switches.enter_context(eager_attention_while(model))
+            self._attention_switches = switches
+            try:
+                yield
+            finally:
+                self._attention_switches = None
+        if self.forwards_ahead or self.put_back or self.off_reason:  # silent for a model without dropout
+            logger.info("dropout masks: %s", self.summary())
+
+    def model_built(self, model: Any) -> None:
+        """``model`` was built inside :meth:`while_training` (``Trainer.train()`` calls ``model_init``): it trains
+        with eager attention too, and the lever starts afresh, its first forward checked again (it may be another
+        model). Outside the block nothing changes."""
+        if self._attention_switches is None:
+            return
+        self._start_afresh()
+        self._attention_switches.enter_context(eager_attention_while(model))
 
     @contextlib.contextmanager
     def forward(self, inputs: Mapping[str, Any]) -> Iterator[None]:
@@ -344,42 +374,11 @@ class DropoutDrawsAhead:
                 self.forwards_ahead += 1
 
 
-class DropoutAheadMixin:
-    """The lever in a :class:`transformers.Trainer` subclass (``ICoTTrainer``): ``self.dropout_ahead`` (set by the
-    subclass's ``__init__``, e.g. from :func:`dropout_draws_ahead_for`) wraps each training forward; while
-    :meth:`drawing_ahead_while_training` holds, the model trains with eager attention, and so does a model that
-    ``model_init`` builds inside ``train()``, with a fresh lever (its first forward checked again: it may be another
-    model)."""
-
-    dropout_ahead: DropoutDrawsAhead | None = None
-    _attention_switches: contextlib.ExitStack | None = None  # set while train() runs with the lever
-
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if self.dropout_ahead is None or not model.training:
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        with self.dropout_ahead.forward(inputs):  # the forward only: a backward never draws
-            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-
-    def call_model_init(self, trial=None):
-        model = super().call_model_init(trial)
-        if self._attention_switches is not None:  # train() built it
-            self.dropout_ahead = DropoutDrawsAhead(self.dropout_ahead.helper)
-            self._attention_switches.enter_context(eager_attention_while(model))
-        return model
-
-    @contextlib.contextmanager
-    def drawing_ahead_while_training(self) -> Iterator[None]:
-        """Wrap ``train()``'s body: eager attention for the lever's models, restored after; the lever's log line."""
-        if self.dropout_ahead is None:
-            yield
-            return
-        with contextlib.ExitStack() as switches:
-            switches.enter_context(eager_attention_while(self.model))
-            self._attention_switches = switches
-            try:
-                yield
-            finally:
-                self._attention_switches = None
-        lever = self.dropout_ahead
-        if lever.forwards_ahead or lever.put_back or lever.off_reason:  # silent for a model without dropout
-            logger.info("dropout masks: %s", lever.summary())
+def forward_drawing_ahead(
+    lever: DropoutDrawsAhead | None, model: Any, inputs: Mapping[str, Any]
+) -> contextlib.AbstractContextManager[None]:
+    """The block around a forward of ``model`` on ``inputs``: ``lever.forward(inputs)`` where there is a lever and the
+    model trains (an evaluation forward draws no dropout), else a block that changes nothing."""
+    if lever is None or not model.training:
+        return contextlib.nullcontext()
+    return lever.forward(inputs)

@@ -4,14 +4,14 @@ last complete one, and a process group torn down before exit.
 :class:`SafeRunMixin` goes in front of ``transformers.Trainer`` (:class:`hf_icot.training.trainer.ICoTTrainer` mixes it
 in; :class:`CheckpointedTrainer` is the plain ``Trainer`` with it, for recipes without a curriculum):
 
-* a checkpoint is written under :data:`~hf_icot.training.run_folder.CHECKPOINT_WRITING`, removed once every process
+* a checkpoint is written under :data:`~hf_icot.runs.run_folder.CHECKPOINT_WRITING`, removed once every process
   has written its part; older checkpoints are rotated out only then;
 * ``train(resume_from_checkpoint=True)`` takes the last *complete* checkpoint (transformers' own lookup would take
   the last one even if a killed run left it half-written) and refuses an incomplete one in one sentence;
 * :meth:`SafeRunMixin.end_processes` tears the process group down while the interpreter is alive (also at exit, when a
   script forgets);
 * a preemption signal saves a checkpoint at the end of the step and stops with :class:`~hf_icot.errors.RunPreempted`
-  (:mod:`hf_icot.training.preemption`); in a recipe's run, also after the last step: the trained weights are kept as a
+  (:mod:`hf_icot.runs.preemption`); in a recipe's run, also after the last step: the trained weights are kept as a
   checkpoint until the run ends, and a resumed run that finds every step done skips training;
 * a non-finite loss stops training before the optimizer step with :class:`~hf_icot.errors.NonFiniteLossError`;
 * a checkpoint that runs out of disk space is removed, and the run stops with :class:`~hf_icot.errors.DiskFullError`.
@@ -34,8 +34,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from hf_icot.errors import DiskFullError, NonFiniteLossError, RunPreempted
 from hf_icot.publishing.disk_space import disk_full_error, folder_bytes, is_disk_full
-from hf_icot.training.preemption import DEFAULT_SIGNALS, PreemptionCallback, parse_signals
-from hf_icot.training.run_folder import CHECKPOINT_WRITING, TRAINER_STATE, checkpoint_problem, last_complete_checkpoint
+from hf_icot.runs.preemption import DEFAULT_SIGNALS, PreemptionCallback, parse_signals
+from hf_icot.runs.run_folder import CHECKPOINT_WRITING, TRAINER_STATE, checkpoint_problem, last_complete_checkpoint
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class SafeRunMixin:
         return self.final_checkpoint
 
     def finish_run(self, succeeded: bool) -> None:
-        """End of the run (:class:`hf_icot.training.recipe.RecipeRun` calls it): a finished run removes the
+        """End of the run (:class:`hf_icot.command_line.recipe.RecipeRun` calls it): a finished run removes the
         checkpoint :meth:`_save_final_checkpoint` added (its weights are the saved model), then the preemption
         signals get their handlers back."""
         self.preemption.hold()  # the work is done: a signal now must not leave a half-removed checkpoint

@@ -13,21 +13,21 @@
 
 Entering the run, in this order and before any data are built:
 
-1. :func:`hf_icot.training.runtime.use_all_cpu_threads` — a lone CPU process that ``accelerate launch`` left with one
+1. :func:`hf_icot.runs.runtime.use_all_cpu_threads` — a lone CPU process that ``accelerate launch`` left with one
    thread gets every core back;
-2. :class:`hf_icot.training.run_lock.RunLock` — no other run is writing into the run folder now (the lock is held
+2. :class:`hf_icot.runs.run_lock.RunLock` — no other run is writing into the run folder now (the lock is held
    until the run ends, and dropped by the kernel if it dies);
-3. :func:`hf_icot.training.run_folder.prepare_run_folder` — a new run never writes over another one, and
+3. :func:`hf_icot.runs.run_folder.prepare_run_folder` — a new run never writes over another one, and
    ``--resume_from_checkpoint PATH|true`` names a complete checkpoint of this run (:attr:`RecipeRun.resume_from`);
 4. ``transformers.set_seed(training_args.seed)``.
 
 A tracked trainer catches the preemption signals until the run ends, not only while it trains: once training is over
 its weights wait in a checkpoint, and a signal during the final evaluation, saving, card or push ends the run with
-exit status 75 and the line to continue (:mod:`hf_icot.training.preemption`).
+exit status 75 and the line to continue (:mod:`hf_icot.runs.preemption`).
 
 Leaving it, every tracked trainer removes that checkpoint if the run finished, gives the signals back
-(:meth:`~hf_icot.training.checkpoints.SafeRunMixin.finish_run`) and tears its process group down
-(:meth:`~hf_icot.training.checkpoints.SafeRunMixin.end_processes`), also when the study's steps raise.
+(:meth:`~hf_icot.runs.checkpoints.SafeRunMixin.finish_run`) and tears its process group down
+(:meth:`~hf_icot.runs.checkpoints.SafeRunMixin.end_processes`), also when the study's steps raise.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ class RecipeRun:
     def __enter__(self) -> RecipeRun:
         from transformers import set_seed
 
-        from hf_icot.training.run_folder import prepare_run_folder
-        from hf_icot.training.runtime import use_all_cpu_threads
+        from hf_icot.runs.run_folder import prepare_run_folder
+        from hf_icot.runs.runtime import use_all_cpu_threads
 
         use_all_cpu_threads(on_cpu=self.training_args.device.type == "cpu")  # `accelerate launch` pins 1 thread
         self._lock_run_folder()  # before the folder is looked at: no other run is writing into it
@@ -87,9 +87,9 @@ class RecipeRun:
             self._release()
 
     def _lock_run_folder(self) -> None:
-        """Take the run folder's lock on the main process (:mod:`hf_icot.training.run_lock`); every process is
+        """Take the run folder's lock on the main process (:mod:`hf_icot.runs.run_lock`); every process is
         refused with its sentence when another run holds it."""
-        from hf_icot.training.run_lock import RunLock
+        from hf_icot.runs.run_lock import RunLock
 
         args = self.training_args
         refusal = None
@@ -120,7 +120,7 @@ class RecipeRun:
         return trainer
 
     def load_data(self, script_args: Any, build: Callable[[str, Any], tuple[Any, dict]] | None = None) -> RunData:
-        """The run's data from ``script_args`` (:class:`hf_icot.training.arguments.ScriptArguments`): the task built
+        """The run's data from ``script_args`` (:class:`hf_icot.command_line.arguments.ScriptArguments`): the task built
         on the fly with ``build(task, task_args)`` (``datasets_builder.build_dataset``, which the library does not
         import) or a dataset loaded from a folder or the Hub; its splits cut to ``max_*_examples``; the
         ``--eval_files`` read as extra evaluation splits.
@@ -172,7 +172,7 @@ def run_main(
     errors: tuple[type[BaseException], ...] = (ValueError,),
 ) -> None:
     """A recipe's ``__main__``: log to stderr, parse its command line (default:
-    :func:`hf_icot.training.arguments.parse_recipe_args`), run ``main``, and end a bad input (``errors``) with its one
+    :func:`hf_icot.command_line.arguments.parse_recipe_args`), run ``main``, and end a bad input (``errors``) with its one
     sentence and exit status 1 instead of a traceback; a run stopped by its circumstances
     (:class:`hf_icot.errors.RunStopped`: preempted, diverged, out of disk space) ends with its sentence and its
     ``exit_status`` (75 when preempted).
@@ -183,14 +183,14 @@ def run_main(
     import os
     import sys
 
+    from hf_icot.command_line.arguments import parse_recipe_args
+    from hf_icot.command_line.config_file import bool_flag_on
     from hf_icot.errors import PreemptedAfterTraining, RunPreempted, RunStopped
-    from hf_icot.training.arguments import parse_recipe_args
-    from hf_icot.training.command_line import bool_flag_on
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if "torch" not in sys.modules and bool_flag_on("draw_dropout_ahead"):  # libgomp reads it once, at torch's import
         # Asked for: torch's threads sleep between parallel regions instead of spinning, so a core is free for the
-        # dropout draws of hf_icot.training.dropout_ahead (the same step time without it: bench_dropout_draws.py).
+        # dropout draws of hf_icot.levers.dropout_ahead (the same step time without it: bench_dropout_draws.py).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         main(*(parse or parse_recipe_args)())

@@ -1,7 +1,7 @@
 """Preemption: a scheduler's warning signal (SIGTERM by default; ``--preemption_signals`` chooses) ends the run at
 the end of the optimizer step under way, with a complete checkpoint and a line saying how to continue.
 
-:class:`PreemptionCallback` (added by :class:`hf_icot.training.checkpoints.SafeRunMixin`) catches the signals while
+:class:`PreemptionCallback` (added by :class:`hf_icot.runs.checkpoints.SafeRunMixin`) catches the signals while
 ``train()`` runs, and only then: before training and after it (the final evaluation and save) a signal keeps its
 usual effect, and the run stays kill-safe. When one has arrived, the processes agree on it at the next step end (a
 signal may reach them at different steps), ``TrainerControl.should_save`` saves that step's checkpoint, and after the
@@ -9,7 +9,7 @@ save ``should_training_stop`` ends the loop; the trainer then raises :class:`hf_
 exit status is :data:`hf_icot.errors.PREEMPTED_EXIT_STATUS`. The stop is set after the save so that the checkpoint's
 ``TrainerControl`` state does not carry it into the resumed run.
 
-Through the end of a run: a :class:`hf_icot.training.recipe.RecipeRun` sets :attr:`PreemptionCallback.through_end`,
+Through the end of a run: a :class:`hf_icot.command_line.recipe.RecipeRun` sets :attr:`PreemptionCallback.through_end`,
 so the signals stay caught after ``train()`` until the run ends. Once training is over the trainer saves the last
 step's weights as a checkpoint (if training left none) and calls :meth:`PreemptionCallback.raise_from_now_on`: a
 signal then raises :class:`hf_icot.errors.PreemptedAfterTraining` where the run is (evaluating, saving, pushing), and

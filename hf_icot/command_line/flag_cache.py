@@ -25,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hf_icot.command_line.config_file import one_line_errors, read_config_file
+
 #: The argparse action classes a saved flag may use, by the name saved.
 _ACTIONS = {
     "_StoreAction": "store",
@@ -173,8 +175,6 @@ def answer_early(dataclass_types: Sequence[type | str], args: Sequence[str]) -> 
         ValueError: a light dataclass's own check, or a bad config file (as the full parse raises them).
         SystemExit: ``--help`` (status 0) or a bad flag (status 2, one line).
     """
-    from hf_icot.training.command_line import one_line_errors, read_config_file
-
     names = [kind if isinstance(kind, str) else type_name(kind) for kind in dataclass_types]
     parser = saved_parser(names)
     if parser is None:

@@ -1,4 +1,4 @@
-/* torch's CPU dropout mask, drawn as torch draws it: hf_icot/training/dropout_kernel.py says where it is used.
+/* torch's CPU dropout mask, drawn as torch draws it: hf_icot/levers/dropout_kernel.py says where it is used.
  *
  * torch's CPU generator is a 32-bit Mersenne Twister (MT19937). Where its CPU bernoulli_(keep) uses it (not oneMKL's
  * own stream), each element takes two words, first the high and then the low half of a 64-bit value, keeps its low

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hf_icot.training.command_line import parse_config, parse_mapping
-from hf_icot.training.flag_cache import answer_early
+from hf_icot.command_line.flag_cache import answer_early
+from hf_icot.command_line.parsing import parse_config, parse_mapping
 
 
 @dataclass

@@ -5,7 +5,7 @@ element after another, two 32-bit words an element, ~7.5 ns an element here. ``d
 computes the same words and comparisons from the generator's state (``Generator.get_state()``), writes the scaled
 mask dropout multiplies by, and gives the generator back its state advanced as torch's own draw would have left it
 (0.8 ns an element with AVX2 on this 2-core AMD EPYC; ``bench/bench_dropout_draws.py``). Only the lever
-``draw_dropout_ahead`` (:mod:`~hf_icot.training.dropout_ahead`, off by default) uses it.
+``draw_dropout_ahead`` (:mod:`~hf_icot.levers.dropout_ahead`, off by default) uses it.
 
 It is compiled on first use by the machine's C compiler (``$CC``, else ``cc``) and loaded with :mod:`ctypes`; nothing
 is downloaded. Not ``torch.utils.cpp_extension``: the kernel is plain C on the generator state's bytes, with no torch
