@@ -52,6 +52,9 @@ class SequenceLayout:
             × the steps its last stage replaces).
         latent_per_step: Coconut's ``c_thought`` where a question of ``n`` steps gets at most ``n × c`` slots (Coconut's
             evaluation without ``pad_latent_to_max``); 0: every question gets ``latent_thoughts``.
+        latent_iterations: PCCoT's ``num_iterations``: every latent slot is computed at once, by this many Jacobi
+            iterations over all of them (:func:`hf_icot.methods.latent_forward.jacobi_hidden_states`); None: one
+            decoder pass per thought, each fed the hidden state before it (Coconut, CODI).
     """
 
     fill: str = "drop"
@@ -62,6 +65,7 @@ class SequenceLayout:
     latent: bool = False
     latent_thoughts: int = 0
     latent_per_step: int = 0
+    latent_iterations: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("removal fill", self.fill, FILLS)
@@ -84,6 +88,11 @@ class SequenceLayout:
                 "a latent layout replaces whole CoT steps from the left by latent thoughts: fill 'drop', unit 'step', "
                 f"side 'left', no hint, sequence_format 'hf_icot'; got fill={self.fill!r}, unit={self.unit!r}, "
                 f"side={self.side!r}, hint={self.hint}, sequence_format={self.sequence_format!r}."
+            )
+        if self.latent_iterations is not None and (not self.latent or self.latent_iterations < 0):
+            raise ValueError(
+                f"latent_iterations {self.latent_iterations} is not allowed; it must be >= 0, and only a latent "
+                "layout has latent slots to iterate over."
             )
 
     @property
@@ -128,6 +137,13 @@ class SequenceLayout:
         if self.latent_per_step:
             return min(n_steps, self.latent_thoughts // self.latent_per_step)
         return n_steps
+
+    def latent_passes(self, n_slots: int) -> int:
+        """Decoder passes spent on ``n_slots`` latent thoughts before the answer's first pass: one per thought, or
+        with :attr:`latent_iterations` the prompt's pass (its slots as ``<|latent|>``) and one per iteration."""
+        if self.latent_iterations is None or n_slots == 0:
+            return n_slots
+        return self.latent_iterations + 1
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

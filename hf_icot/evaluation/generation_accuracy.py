@@ -13,9 +13,10 @@ A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :
 * ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units (the last k of
   the CoT when the mixture removed from the left, its default; the first k with ``removal_side="right"``), then
   ``<eos> #### answer <eos>``;
-* ``"latent"`` / ``"latent=k"`` — continuous-thought models (Coconut, CODI): prompt ``question <eos>
+* ``"latent"`` / ``"latent=k"`` — continuous-thought models (Coconut, CODI, PCCoT): prompt ``question <eos>
   <|start-latent|> <|latent|>×n <|end-latent|>`` (n from the run's layout, or k), each slot fed the hidden state
-  before it (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``.
+  before it, one pass per slot or by the layout's ``latent_iterations`` Jacobi passes over all of them
+  (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``.
   ``latent/forward_passes`` is the mean number of decoder passes an answer took (its thoughts and its tokens);
 * ``"reference"`` — the stepwise reference's protocol: the explicit prompt, free generation, and exact match of the
   ``#### answer`` read from the decoded continuation with commas removed
@@ -74,6 +75,7 @@ def generate_in_mode(
     max_new_tokens: int,
     batch_size: int,
     synced_gpus: bool | None = None,
+    layout: SequenceLayout | None = None,
 ) -> list[list[int]]:
     """The continuations of ``cases``, each one example asked in ``mode``: the one place a mode chooses how it
     generates.
@@ -87,10 +89,12 @@ def generate_in_mode(
     Args:
         synced_gpus: keep every process stepping until all are done (FSDP, DeepSpeed ZeRO-3); None: ``generate``
             decides.
+        layout: the run's layout; latent mode reads how its slots are computed (``latent_iterations``).
     """
     prompts = [case.prompt for case in cases]
     if parse_mode(mode)[0] == "latent":
-        return _generate_latent(model, tokenizer, prompts, max_new_tokens, batch_size)
+        iterations = layout.latent_iterations if layout is not None else None
+        return _generate_latent(model, tokenizer, prompts, max_new_tokens, batch_size, iterations)
     shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
     sync = {} if synced_gpus is None else {"synced_gpus": synced_gpus}
     if any(case.empty_cot_shift for case in cases):
@@ -102,7 +106,12 @@ def generate_in_mode(
 
 
 def _generate_latent(
-    model: torch.nn.Module, tokenizer: Any, prompts: list[list[int]], max_new_tokens: int, batch_size: int
+    model: torch.nn.Module,
+    tokenizer: Any,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    batch_size: int,
+    iterations: int | None,
 ) -> list[list[int]]:
     """Latent prompts through :func:`hf_icot.methods.generation.generate_latent` (latent passes, then greedy decoding
     from the KV cache)."""
@@ -112,7 +121,7 @@ def _generate_latent(
     eos = eos_id(tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     latent = token_id(tokenizer, LATENT_TOKEN)
-    return generate_latent(model, prompts, latent, eos, pad, max_new_tokens, batch_size)
+    return generate_latent(model, prompts, latent, eos, pad, max_new_tokens, batch_size, iterations=iterations)
 
 
 def _shared_between_processes(
@@ -238,7 +247,9 @@ def _evaluate_split(
         cases = [plan_generation(example, tokenizer, mode, layout) for example in examples]
         limit = max_new_tokens if max_new_tokens is not None else max_new_tokens_for(cases)
         start = time.perf_counter()
-        generate = partial(generate_in_mode, model, tokenizer, mode, max_new_tokens=limit, batch_size=batch_size)
+        generate = partial(
+            generate_in_mode, model, tokenizer, mode, max_new_tokens=limit, batch_size=batch_size, layout=layout
+        )
         continuations = _shared_between_processes(cases, accelerator, generate)
         seconds = max(time.perf_counter() - start, 1e-9)
 
@@ -262,9 +273,12 @@ def _evaluate_split(
             cot_matches = cots["matches"]
         metrics[f"{mode}/examples_per_s"] = len(examples) / seconds
         metrics[f"{mode}/tokens_per_s"] = sum(len(ids) for ids in continuations) / seconds
-        if prompt_mode == "latent":  # a latent thought costs a decoder pass, as a generated token does
+        if prompt_mode == "latent":  # a latent thought (or a Jacobi iteration) costs a decoder pass, as a token does
             latent = tokenizer.convert_tokens_to_ids(LATENT_TOKEN)
-            passes = [case.prompt.count(latent) + len(ids) for case, ids in zip(cases, continuations)]
+            asked = layout or SequenceLayout()
+            passes = [
+                asked.latent_passes(case.prompt.count(latent)) + len(ids) for case, ids in zip(cases, continuations)
+            ]
             metrics[f"{mode}/forward_passes"] = sum(passes) / len(passes)
         if return_predictions:
             predictions[mode] = [

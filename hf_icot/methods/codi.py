@@ -30,8 +30,8 @@ import torch
 from hf_icot.curriculum.base import check_at_least, option
 from hf_icot.curriculum.layout import check_choice
 from hf_icot.methods.base import MethodConfig
-from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy
-from hf_icot.methods.latent_batches import padded_rows, step_token_counts
+from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy, states_at
+from hf_icot.methods.latent_batches import teacher_batch
 from hf_icot.methods.latent_forward import (
     LatentProjection,
     attach_projection,
@@ -72,15 +72,6 @@ class CODIConfig(MethodConfig):
         check_at_least("distill_loss_factor", self.distill_loss_factor, 0)
         check_at_least("ref_loss_factor", self.ref_loss_factor, 0)
 
-    def teacher_steps(self, n_steps: int) -> int:
-        """How many of an example's ``n_steps`` CoT steps the teacher sequence keeps (CODI drops the last)."""
-        return n_steps if self.include_last_cot else max(n_steps - 1, 0)
-
-
-def _selected(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """``(B, H)``: each row's state at its position."""
-    return states[torch.arange(states.shape[0], device=states.device), positions.to(states.device)]
-
 
 def codi_loss(
     lm: Any,
@@ -112,8 +103,8 @@ def codi_loss(
     distill_fn = torch.nn.functional.mse_loss if l2 else torch.nn.functional.smooth_l1_loss
     distill = 0.0
     for student_layer, teacher_layer in zip(layers, teacher.hidden_states):
-        target = _selected(teacher_layer, teacher_answer_positions).detach()  # (B, H)
-        term = distill_fn(_selected(student_layer, answer_positions - first), target)
+        target = states_at(teacher_layer, teacher_answer_positions).detach()  # (B, H)
+        term = distill_fn(states_at(student_layer, answer_positions - first), target)
         if config.distill_loss_div_std:
             term = term / target.std() ** (2 if l2 else 1)
         distill = distill + term
@@ -145,17 +136,8 @@ class CODIMethod(LatentMethod):
         attach_projection(model, projection)
 
     def extra_batch(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        """The teacher half: ``question <eos> cot <eos> #### answer <eos>``, right-padded, labelled after the first
-        ``<eos>``."""
-        rows, firsts = [], []
-        eos = self.renderer.eos
-        for example in examples:
-            keep = self.config.teacher_steps(example["n_cot_steps"])
-            cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
-            rows.append([*example["question_ids"], eos, *cot, eos, *example["answer_ids"], eos])
-            firsts.append(len(example["question_ids"]) + 1)
-        batch = padded_rows(self.renderer, rows, firsts)
-        return {f"teacher_{key}": batch[key] for key in ("input_ids", "attention_mask", "labels", "answer_positions")}
+        """The teacher half (:func:`~hf_icot.methods.latent_batches.teacher_batch`)."""
+        return teacher_batch(self.renderer, examples, self.config.include_last_cot)
 
     def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
         return codi_loss(lm, latent_id=latent_id, config=self.config, **batch)

@@ -1,7 +1,8 @@
 """Latent generation: each prompt ``question <eos> <|start-latent|> <|latent|>×n <|end-latent|>`` goes through the
-latent forward (one pass per latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`), then greedy
-decoding continues from its KV cache, a batch of left-padded prompts at a time, until each row has written the two
-``<eos>`` that close its CoT and its answer (or ``max_new_tokens``).
+latent forward (one pass per latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`; with
+``iterations``, PCCoT's Jacobi passes over all of them, :func:`~hf_icot.methods.latent_forward.jacobi_hidden_states`),
+then greedy decoding continues from its KV cache, a batch of left-padded prompts at a time, until each row has written
+the two ``<eos>`` that close its CoT and its answer (or ``max_new_tokens``).
 
 Coconut's own generation takes one question at a time and recomputes the whole sequence at every token; this one
 batches and caches, with the same greedy tokens. A latent thought costs a forward pass: :class:`LatentCost` counts
@@ -16,7 +17,7 @@ from typing import Any
 
 import torch
 
-from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states, projection_of
+from hf_icot.methods.latent_forward import causal_lm_of, projection_of, thought_hidden_states
 from hf_icot.modeling.sizing import context_length
 
 #: ``<eos>`` a latent prompt's continuation needs: the one closing its CoT, the one closing its answer.
@@ -25,8 +26,8 @@ EOS_TO_WRITE = 2
 
 @dataclass
 class LatentCost:
-    """What latent generation spent: decoder passes (latent columns + the prompt's last pass + one per generated
-    token, per batch) and the tokens generated."""
+    """What latent generation spent: decoder passes (latent columns, or the prompt's pass and one per Jacobi
+    iteration; + the prompt's last pass + one per generated token, per batch) and the tokens generated."""
 
     forward_passes: int = 0
     generated_tokens: int = 0
@@ -41,6 +42,7 @@ def generate_latent(
     max_new_tokens: int,
     batch_size: int = 64,
     cost: LatentCost | None = None,
+    iterations: int | None = None,
 ) -> list[list[int]]:
     """Greedy continuations of latent prompts (token ids, e.g. :meth:`hf_icot.data.latent.LatentRenderer.prompts`).
 
@@ -49,19 +51,23 @@ def generate_latent(
         max_new_tokens: at most this many tokens per continuation (and never past the model's context).
         batch_size: prompts per batch (sorted by length, so batches carry little padding).
         cost: filled with the passes and tokens spent, when given.
+        iterations: PCCoT's ``num_iterations`` (the layout's ``latent_iterations``): the slots are computed together
+            by that many Jacobi passes, prompts of one batch holding as many slots each; None: one pass per slot.
 
     Returns:
         Per prompt, in order, its generated ids up to and with the ``<eos>`` that closes the answer.
 
     Raises:
-        ValueError: no prompts, a non-positive ``max_new_tokens`` or ``batch_size``, or a prompt that reaches the
-            model's context (nothing left to generate).
+        ValueError: no prompts, a non-positive ``max_new_tokens`` or ``batch_size``, a negative ``iterations``, or a
+            prompt that reaches the model's context (nothing left to generate).
     """
     if not prompts:
         raise ValueError("generate_latent got no prompts; pass at least one list of token ids.")
     for what, value in (("max_new_tokens", max_new_tokens), ("batch_size", batch_size)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} {value!r} is not allowed; it must be an integer >= 1.")
+    if iterations is not None and (isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0):
+        raise ValueError(f"iterations {iterations!r} is not allowed; it must be an integer >= 0, or None.")
     lm = causal_lm_of(model)
     context = context_length(lm)
     longest = max(len(prompt) for prompt in prompts)
@@ -80,8 +86,9 @@ def generate_latent(
             for start in range(0, len(order), batch_size):
                 batch = order[start : start + batch_size]
                 rows = _generate_batch(
-                    lm, [prompts[i] for i in batch], latent_id, eos_id, pad_id, max_new_tokens, projection, cost
-                )
+                    lm, [prompts[i] for i in batch], latent_id, eos_id, pad_id, max_new_tokens, projection, cost,
+                    iterations,
+                )  # fmt: skip
                 for i, row in zip(batch, rows):
                     results[i] = row
     finally:
@@ -98,6 +105,7 @@ def _generate_batch(
     max_new_tokens: int,
     projection: Any,
     cost: LatentCost | None,
+    iterations: int | None,
 ) -> list[list[int]]:
     device = lm.get_input_embeddings().weight.device
     width = max(len(prompt) for prompt in prompts)
@@ -111,8 +119,11 @@ def _generate_batch(
         mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    hidden, _, cache = latent_hidden_states(lm, ids, mask, positions, latent_id, projection, keep_cache=True)
-    passes = int((ids == latent_id).any(dim=0).sum()) + 1
+    hidden, _, cache = thought_hidden_states(
+        lm, ids, mask, positions, latent_id, iterations, projection=projection, keep_cache=True
+    )
+    slots = int((ids == latent_id).any(dim=0).sum())
+    passes = (slots if iterations is None or not slots else iterations + 1) + 1
     decoder, head, embed = lm.get_decoder(), lm.get_output_embeddings(), lm.get_input_embeddings()
     token = head(hidden[:, -1]).argmax(dim=-1)  # (B,)
     position = positions[:, -1]

@@ -10,7 +10,8 @@ first latent slot the same way): the latent forward then feeds the hidden states
 at once, reusing the KV cache. Position ids count each row's real tokens from 0; padding is masked. Every row also
 carries the position of the token before its answer (the last token of ``####``), where CODI distils.
 
-:func:`padded_rows` lays out any rows (the latent ones, CODI's teacher) into padded tensors.
+:func:`padded_rows` lays out any rows (the latent ones, a CoT teacher's) into padded tensors; :func:`teacher_batch` is
+the CoT teacher half of CODI's and PCCoT's batches.
 """
 
 from __future__ import annotations
@@ -135,3 +136,24 @@ def padded_rows(
         "labels": torch.from_numpy(labels),
         "answer_positions": torch.from_numpy(answer_positions),
     }
+
+
+def teacher_batch(
+    renderer: LatentRenderer, examples: Sequence[Mapping[str, Any]], include_last_cot: bool = False
+) -> dict[str, torch.Tensor]:
+    """The CoT teacher of CODI and PCCoT, ``question <eos> cot <eos> #### answer <eos>`` right-padded, labelled after
+    the first ``<eos>``, without the CoT's last step unless ``include_last_cot`` (both codes drop it).
+
+    Returns:
+        :func:`padded_rows`' tensors but ``position_ids``, each key prefixed ``teacher_``.
+    """
+    rows, firsts = [], []
+    eos = renderer.eos
+    for example in examples:
+        n_steps = example["n_cot_steps"]
+        keep = n_steps if include_last_cot else max(n_steps - 1, 0)
+        cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
+        rows.append([*example["question_ids"], eos, *cot, eos, *example["answer_ids"], eos])
+        firsts.append(len(example["question_ids"]) + 1)
+    batch = padded_rows(renderer, rows, firsts)
+    return {f"teacher_{key}": batch[key] for key in ("input_ids", "attention_mask", "labels", "answer_positions")}

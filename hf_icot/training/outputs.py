@@ -260,6 +260,7 @@ class RunOutputsMixin:
                 "position_shift": asked.position_shift[1] if asked.position_shift else 0,
                 # latent models are asked with their latent slots (the snippet calls hf_icot's latent generation)
                 "latent_slots": layout.latent_slots(len(example["cot"])) if layout.latent else None,
+                "latent_iterations": layout.latent_iterations,  # PCCoT: the slots by Jacobi iteration
                 "eos_token": self.processing_class.eos_token,
             },
             license=license,
