@@ -293,9 +293,9 @@ class PCCoT(LatentSchedule):
     )
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         check_at_least("num_latent_tokens", self.num_latent_tokens, 1)
-        check_at_least("num_iterations", self.num_iterations, 0)
+        check_at_least("num_iterations", self.num_iterations, 0)  # before the layout that carries them is built
+        super().__post_init__()
 
     @property
     def latent_iterations(self) -> int:
