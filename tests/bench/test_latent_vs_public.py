@@ -1,5 +1,6 @@
-"""bench/latent_vs_public/run.py without their checkouts (CI has none): its help, and a missing checkout named in one
-line before any work. The comparison itself needs the public repositories (bench/README.md has its figures)."""
+"""bench/latent_vs_public/run.py and pccot.py without their checkouts (CI has none): their help, and a missing checkout
+named in one line before any work. The comparisons themselves need the public repositories (bench/README.md has their
+figures)."""
 
 import subprocess
 import sys
@@ -22,4 +23,19 @@ def test_help_and_a_missing_checkout(tmp_path):
     assert (
         missing.stderr.strip()
         == f"error: --codi '{tmp_path / 'nothing'}' has no src/model.py; give a checkout of the repository."
+    )
+
+
+def test_pccot_help_and_a_missing_checkout(tmp_path):
+    """bench/latent_vs_public/pccot.py (PCCoT's model class against ours) answers --help and names a missing checkout
+    in one line before any work."""
+    script = REPO / "bench" / "latent_vs_public" / "pccot.py"
+    shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "--pccot" in shown.stdout and "--steps" in shown.stdout
+    missing = subprocess.run(
+        [sys.executable, str(script), "--pccot", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        f"error: --pccot '{tmp_path}' has no models/modeling_gpt2.py; give a checkout of whyNLP/PCCoT."
     )
