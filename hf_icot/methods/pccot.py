@@ -44,6 +44,8 @@ its paper and code are silent, these choices are ours:
   without padding the two agree (``bench/latent_vs_public/pccot.py``);
 * position ids count each row's real tokens from 0 in every family (its GPT-2 code does; its Llama code counts the
   padding too, which rotary attention does not see once padding is masked);
+* its generation is given "The answer is:" after ``<eot>``; here the prompt ends at ``<|end-latent|>`` and the model
+  writes ``<eos> ####`` itself, as in every hf_icot latent mode (both are trained on those tokens);
 * the projection is drawn from the run's seed with the model's ``_init_weights``, and saved beside the model as CODI's
   (``latent_projection.safetensors``); under LoRA the marker rows stay frozen (its LoRA trains the rows of its three
   markers, pad and eos through peft's ``trainable_token_indices``).
