@@ -232,7 +232,7 @@ def plot(summary: dict, path: Path) -> None:
     from hf_icot.studies.report import pyplot, save_figure
 
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
     curves = summary["training"]["curves"]
     ax.plot(curves["theirs"], label="their model class", linewidth=3, alpha=0.5)
     ax.plot(curves["ours"], label="hf_icot", linewidth=1, linestyle="--", color="black")
@@ -240,7 +240,7 @@ def plot(summary: dict, path: Path) -> None:
     ax.set_ylabel("training loss")
     ax.set_title("PCCoT, 6 thoughts from 3 Jacobi iterations, projection on")
     ax.legend()
-    fig.suptitle("The same weights, batches and AdamW: PCCoT's model class and hf_icot's loss")
+    fig.suptitle("Same weights, batches and AdamW: PCCoT's model class and hf_icot")
     save_figure(fig, path)
 
 
