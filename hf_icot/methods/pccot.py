@@ -3,7 +3,8 @@
 CODI's teacher and student in one model, the student's continuous thoughts computed together by Jacobi iteration
 instead of one decoder pass each.
 
-How its code trains, read from it (``PCCoTGPT2LMHeadModel.forward`` and ``COTDataProcessor``):
+How its code trains, read from it (``PCCoTGPT2LMHeadModel.forward``, the same in ``PCCoTLlamaForCausalLM.forward``,
+and ``COTDataProcessor``; its paper was not at hand here, so where the two might differ the code is followed):
 
 * **Sequences.** The teacher is ``question steps[:-1] "The answer is:" answer <eos>`` (the CoT without its last step),
   right-padded, labelled after the question. The student is the question left-padded, then ``<bot> <latent>×n <eot>
