@@ -288,8 +288,8 @@ class PCCoT(LatentSchedule):
     num_latent_tokens: int = option(6, "Continuous thoughts between the latent markers, computed together.")
     num_iterations: int = option(
         6,
-        "Jacobi iterations: decoder passes over all the thoughts at once after the prompt's (0: the slots stay "
-        "<|latent|> tokens).",
+        "How many Jacobi iterations: decoder passes over all the thoughts at once after the prompt's (0: the slots "
+        "stay <|latent|> tokens).",
     )
 
     def __post_init__(self) -> None:
