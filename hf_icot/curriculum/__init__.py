@@ -8,7 +8,8 @@
   the last removal;
 * :mod:`~hf_icot.curriculum.stages` — :class:`Staged` (left / right / inductive) and :class:`LogICoT`;
 * :mod:`~hf_icot.curriculum.mixture` — :class:`Mixture`: every example draws its CoT length;
-* :mod:`~hf_icot.curriculum.latent` — :class:`Coconut` and :class:`CODI`: CoT steps give way to latent thoughts;
+* :mod:`~hf_icot.curriculum.latent` — :class:`Coconut`, :class:`CODI` and :class:`PCCoT`: CoT steps give way to latent
+  thoughts;
 * :mod:`~hf_icot.curriculum.layout` — :class:`SequenceLayout`, how a run lays out its sequences.
 
 The registry :data:`SCHEDULES` names them; :func:`schedule_from_dict` rebuilds one from ``Schedule.to_dict()`` (as
@@ -27,14 +28,15 @@ from typing import Any
 
 from hf_icot.curriculum.adaptive import AdaptiveStepwise
 from hf_icot.curriculum.base import OPTION, FullCoT, NoCoT, Schedule
-from hf_icot.curriculum.latent import CODI, Coconut, LatentPlan, LatentSchedule
+from hf_icot.curriculum.latent import CODI, Coconut, LatentPlan, LatentSchedule, PCCoT
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.curriculum.mixture import Mixture
 from hf_icot.curriculum.removal import Stepwise
 from hf_icot.curriculum.stages import LogICoT, Staged
 
 SCHEDULES: dict[str, type[Schedule]] = {
-    cls.name: cls for cls in (FullCoT, NoCoT, Stepwise, Staged, LogICoT, Mixture, AdaptiveStepwise, Coconut, CODI)
+    cls.name: cls
+    for cls in (FullCoT, NoCoT, Stepwise, Staged, LogICoT, Mixture, AdaptiveStepwise, Coconut, CODI, PCCoT)
 }
 
 
@@ -161,6 +163,7 @@ __all__ = [
     "LogICoT",
     "Mixture",
     "NoCoT",
+    "PCCoT",
     "Schedule",
     "ScheduleOption",
     "SequenceLayout",

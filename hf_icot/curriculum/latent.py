@@ -7,14 +7,17 @@
 * :class:`CODI` (Shen et al. 2025, "Compressing Chain-of-Thought into Continuous Space via Self-Distillation",
   ``zhenyi4/codi``): one stage; every example's CoT gives way to ``num_latent`` continuous thoughts (its teacher
   sequence, projection and distillation are the method's: :mod:`hf_icot.methods.codi`).
+* :class:`PCCoT` (Wu et al. 2025, "Parallel Continuous Chain-of-Thought with Jacobi Iteration", ``whyNLP/PCCoT``):
+  CODI's plan, ``num_latent_tokens`` thoughts computed together by ``num_iterations`` Jacobi iterations instead of one
+  pass each (its forward, teacher and losses: :mod:`hf_icot.methods.pccot`).
 
 Where the papers and their code are silent or this toolkit's format differs, these choices are ours:
 
 * a reasoning step is one entry of the data's ``cot`` list; in the default ``latent_format hf_icot`` Coconut's
   ``### answer`` is our ``#### answer`` and CODI's "The answer is:" our ``####`` (distilled at its last token), while
   ``latent_format coconut`` / ``codi`` give their own token ids (:mod:`hf_icot.data.latent_formats`);
-* one marker pair, ``<|start-latent|>`` / ``<|end-latent|>``, serves both methods (Coconut's names; CODI's
-  ``<bot>`` / ``<eot>``), added to the tokenizer with transformers' mean initialisation (Coconut's code copies
+* one marker pair, ``<|start-latent|>`` / ``<|end-latent|>``, serves every method (Coconut's names; CODI's
+  ``<bot>`` / ``<eot>``, PCCoT's ``<pcot.bot>`` / ``<pcot.eot>``), added to the tokenizer with transformers' mean initialisation (Coconut's code copies
   ``<<``'s: the method's ``latent_token_init``);
 * Coconut's optimizer is rebuilt at every epoch boundary, whatever the CoT, as its ``run.py`` does
   (``reset_optimizer_every epoch``); ``epoch_while_cot`` skips a reset once the previous step kept no CoT token (the
@@ -115,7 +118,13 @@ class LatentSchedule(Schedule):
             latent_per_step=per_step,
             latent_format=self.latent_format,
             remove_eos=self.eos_removed,
+            latent_iterations=self.latent_iterations,
         )
+
+    @property
+    def latent_iterations(self) -> int | None:
+        """Jacobi iterations over all latent slots at once (PCCoT); None: one decoder pass per thought."""
+        return None
 
     def inference_thoughts(self, step: int | None) -> tuple[int, int]:
         """``(latent_thoughts, latent_per_step)`` of :meth:`layout_at`."""
@@ -311,3 +320,43 @@ class CODI(LatentSchedule):
 
     def describe_stage(self, step: int) -> str:
         return f"all CoT steps, as {self.num_latent} continuous thoughts (CoT teacher distilled at the answer)"
+
+
+@dataclass
+class PCCoT(LatentSchedule):
+    """PCCoT's plan (``whyNLP/PCCoT``): CODI's one stage, every example's CoT given way to ``num_latent_tokens``
+    continuous thoughts, computed together by ``num_iterations`` Jacobi iterations. Its teacher sequence, projection
+    and losses are the method's (:mod:`hf_icot.methods.pccot`). The options' names and defaults are its code's
+    (``PCCoTArguments.num_latent_tokens``, ``PCCoTGPT2Config.num_iterations``)."""
+
+    name: ClassVar[str] = "pccot"
+    num_latent_tokens: int = option(6, "Continuous thoughts between the latent markers, computed together.")
+    num_iterations: int = option(
+        6,
+        "How many Jacobi iterations: decoder passes over all the thoughts at once after the prompt's (0: the slots "
+        "stay <|latent|> tokens).",
+    )
+
+    def __post_init__(self) -> None:
+        check_at_least("num_latent_tokens", self.num_latent_tokens, 1)
+        check_at_least("num_iterations", self.num_iterations, 0)  # before the layout that carries them is built
+        super().__post_init__()
+
+    @property
+    def latent_iterations(self) -> int:
+        return self.num_iterations
+
+    def removed_count(self, step: int) -> float:
+        return math.inf
+
+    def latent_plans(self, step, example_ids, n_steps, training=True):
+        return [LatentPlan(ALL_STEPS, self.num_latent_tokens)] * len(example_ids)
+
+    def inference_thoughts(self, step):
+        return self.num_latent_tokens, 0
+
+    def describe_stage(self, step: int) -> str:
+        return (
+            f"all CoT steps, as {self.num_latent_tokens} continuous thoughts from {self.num_iterations} Jacobi "
+            "iterations (CoT teacher distilled at the answer)"
+        )

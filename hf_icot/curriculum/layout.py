@@ -60,6 +60,9 @@ class SequenceLayout:
             ``codi`` for those methods' own ids. Training and latent generation read it alike.
         remove_eos: CODI's ``remove_eos``, in its format only: no ``<eos>`` after the question or after
             ``<|end-latent|>`` (nor, in its teacher, around the CoT).
+        latent_iterations: PCCoT's ``num_iterations``: every latent slot is computed at once, by this many Jacobi
+            iterations over all of them (:func:`hf_icot.methods.latent_forward.jacobi_hidden_states`); None: one
+            decoder pass per thought, each fed the hidden state before it (Coconut, CODI).
     """
 
     fill: str = "drop"
@@ -72,6 +75,7 @@ class SequenceLayout:
     latent_per_step: int = 0
     latent_format: str = "hf_icot"
     remove_eos: bool = False
+    latent_iterations: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("removal fill", self.fill, FILLS)
@@ -105,6 +109,11 @@ class SequenceLayout:
             raise ValueError(
                 f"remove_eos true is CODI's format's option; it applies with latent_format 'codi', not "
                 f"{self.latent_format!r}."
+            )
+        if self.latent_iterations is not None and (not self.latent or self.latent_iterations < 0):
+            raise ValueError(
+                f"latent_iterations {self.latent_iterations} is not allowed; it must be >= 0, and only a latent "
+                "layout has latent slots to iterate over."
             )
 
     @property
@@ -149,6 +158,13 @@ class SequenceLayout:
         if self.latent_per_step:
             return min(n_steps, self.latent_thoughts // self.latent_per_step)
         return n_steps
+
+    def latent_passes(self, n_slots: int) -> int:
+        """Decoder passes spent on ``n_slots`` latent thoughts before the answer's first pass: one per thought, or
+        with :attr:`latent_iterations` the prompt's pass (its slots as ``<|latent|>``) and one per iteration."""
+        if self.latent_iterations is None or n_slots == 0:
+            return n_slots
+        return self.latent_iterations + 1
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -13,9 +13,10 @@ A model sequence is ``question <eos> [hint] cot <eos> #### answer <eos>`` (see :
 * ``"hint=k"`` — prompt ``question <eos> <len_k>`` for mixture models; the model writes k CoT units (the last k of
   the CoT when the mixture removed from the left, its default; the first k with ``removal_side="right"``), then
   ``<eos> #### answer <eos>``;
-* ``"latent"`` / ``"latent=k"`` — continuous-thought models (Coconut, CODI): prompt ``question <eos>
+* ``"latent"`` / ``"latent=k"`` — continuous-thought models (Coconut, CODI, PCCoT): prompt ``question <eos>
   <|start-latent|> <|latent|>×n <|end-latent|>`` (n from the run's layout, or k), each slot fed the hidden state
-  before it (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``. In
+  before it, one pass per slot or by the layout's ``latent_iterations`` Jacobi passes over all of them
+  (:mod:`hf_icot.methods.generation`); the model writes what CoT is left, ``<eos> #### answer <eos>``. In
   the layout's ``coconut`` or ``codi`` format the prompt, where the continuation ends and how its answer is read are
   that method's (:mod:`hf_icot.data.latent_formats`).
   ``latent/forward_passes`` is the mean number of decoder passes an answer took (its thoughts and its tokens);
@@ -91,11 +92,15 @@ def generate_in_mode(
     Args:
         synced_gpus: keep every process stepping until all are done (FSDP, DeepSpeed ZeRO-3); None: ``generate``
             decides.
-        layout: the run's layout; in latent mode its text format says where a continuation ends (default: ``hf_icot``).
+        layout: the run's layout; in latent mode its text format says where a continuation ends (default: ``hf_icot``)
+            and how its slots are computed (``latent_iterations``).
     """
     prompts = [case.prompt for case in cases]
     if parse_mode(mode)[0] == "latent":
-        return _generate_latent(model, latent_format(tokenizer, layout), prompts, max_new_tokens, batch_size)
+        iterations = layout.latent_iterations if layout is not None else None
+        return _generate_latent(
+            model, latent_format(tokenizer, layout), prompts, max_new_tokens, batch_size, iterations
+        )
     shifts = None if cases[0].position_shift is None else [case.position_shift for case in cases]
     sync = {} if synced_gpus is None else {"synced_gpus": synced_gpus}
     if any(case.empty_cot_shift for case in cases):
@@ -113,7 +118,12 @@ def latent_format(tokenizer: Any, layout: SequenceLayout | None) -> LatentFormat
 
 
 def _generate_latent(
-    model: torch.nn.Module, fmt: LatentFormat, prompts: list[list[int]], max_new_tokens: int, batch_size: int
+    model: torch.nn.Module,
+    fmt: LatentFormat,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    batch_size: int,
+    iterations: int | None = None,
 ) -> list[list[int]]:
     """Latent prompts through :func:`hf_icot.methods.generation.generate_latent` (latent passes, then greedy decoding
     from the KV cache), each continuation ending where its format closes the answer."""
@@ -133,6 +143,7 @@ def _generate_latent(
         batch_size,
         eos_to_write=fmt.eos_to_write,
         never_generated=fmt.never_generated,
+        iterations=iterations,
     )
 
 
@@ -288,9 +299,12 @@ def _evaluate_split(
             cot_matches = cots["matches"]
         metrics[f"{mode}/examples_per_s"] = len(examples) / seconds
         metrics[f"{mode}/tokens_per_s"] = sum(len(ids) for ids in continuations) / seconds
-        if prompt_mode == "latent":  # a latent thought costs a decoder pass, as a generated token does
+        if prompt_mode == "latent":  # a latent thought (or a Jacobi iteration) costs a decoder pass, as a token does
             latent = tokenizer.convert_tokens_to_ids(LATENT_TOKEN)
-            passes = [case.prompt.count(latent) + len(ids) for case, ids in zip(cases, continuations)]
+            asked = layout or SequenceLayout()
+            passes = [
+                asked.latent_passes(case.prompt.count(latent)) + len(ids) for case, ids in zip(cases, continuations)
+            ]
             metrics[f"{mode}/forward_passes"] = sum(passes) / len(passes)
         if return_predictions:
             predictions[mode] = [

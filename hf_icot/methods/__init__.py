@@ -5,10 +5,13 @@
   token-removal family (every truncating curriculum) as the plain case;
 * :mod:`~hf_icot.methods.coconut` — Coconut: continuous thoughts stage by stage;
 * :mod:`~hf_icot.methods.codi` — CODI: a CoT teacher distilled into a latent student, with its projection;
+* :mod:`~hf_icot.methods.pccot` — PCCoT: CODI's teacher and student, the thoughts computed together by Jacobi
+  iteration;
 * what the continuous-thought methods share: :mod:`~hf_icot.methods.latent` (set-up, rendering, the loss path),
   :mod:`~hf_icot.methods.latent_batches` (their batches), :mod:`~hf_icot.methods.latent_forward` (the forward that
-  feeds hidden states back, one pass per latent column with the KV cache; CODI's projection and its files),
-  :mod:`~hf_icot.methods.generation` (latent generation: the latent passes, then batched greedy decoding).
+  feeds hidden states back, one pass per latent column with the KV cache, or all columns at once by Jacobi
+  iteration; the projection and its files), :mod:`~hf_icot.methods.generation` (latent generation: the latent passes,
+  then batched greedy decoding).
 
 :data:`METHODS` names the methods by schedule; :func:`build_method` builds a run's method from its schedule and the
 flat options (:func:`method_options`, declared once on each method's config). :func:`load_latent_model` loads a
@@ -26,9 +29,12 @@ from hf_icot.curriculum import ScheduleOption, declared_options, declared_values
 from hf_icot.methods.base import Method, MethodConfig
 from hf_icot.methods.coconut import CoconutMethod
 from hf_icot.methods.codi import CODIMethod
+from hf_icot.methods.pccot import PCCoTMethod
 
 #: schedule name -> the method that runs it (a schedule not named here runs :class:`Method`, token removal).
-METHODS: dict[str, type[Method]] = {name: cls for cls in (CoconutMethod, CODIMethod) for name in cls.schedules}
+METHODS: dict[str, type[Method]] = {
+    name: cls for cls in (CoconutMethod, CODIMethod, PCCoTMethod) for name in cls.schedules
+}
 
 
 def method_class(schedule_name: str) -> type[Method]:
@@ -52,7 +58,7 @@ def build_method(schedule: Any, options: Mapping[str, Any]) -> Method:
 
 
 def load_latent_model(name_or_path: str, **from_pretrained: Any) -> tuple[Any, Any]:
-    """The model and tokenizer of a Coconut or CODI run, with CODI's projection attached where the run saved one; a
+    """The model and tokenizer of a Coconut, CODI or PCCoT run, with its projection attached where the run saved one; a
     LoRA adapter saved alone is put on its base (named in ``adapter_config.json``) widened to the run's vocabulary.
 
     ``name_or_path`` is a run folder or a Hub repo id; ``from_pretrained`` goes to both ``from_pretrained`` calls

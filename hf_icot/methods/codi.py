@@ -46,8 +46,8 @@ from hf_icot.curriculum.base import check_at_least, option
 from hf_icot.curriculum.layout import check_choice
 from hf_icot.data.latent_formats import LatentFormat
 from hf_icot.methods.base import MethodConfig
-from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy
-from hf_icot.methods.latent_batches import padded_rows, step_token_counts
+from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy, states_at
+from hf_icot.methods.latent_batches import TEACHER_COT, teacher_batch
 from hf_icot.methods.latent_forward import (
     LatentProjection,
     attach_projection,
@@ -60,7 +60,6 @@ from hf_icot.methods.latent_forward import (
 
 DISTILL_LOSSES = ("smooth_l1", "l2")
 #: The column :meth:`CODIMethod.prepare_dataset` adds in CODI's format: each teacher CoT's ids.
-TEACHER_COT = "teacher_cot_ids"
 #: The keys of the teacher half of a batch (the student half has the usual ``input_ids``, ``labels``, …).
 TEACHER_KEYS = ("teacher_input_ids", "teacher_attention_mask", "teacher_labels", "teacher_answer_positions")
 
@@ -89,15 +88,6 @@ class CODIConfig(MethodConfig):
         check_choice("distill_loss_type", self.distill_loss_type, DISTILL_LOSSES)
         check_at_least("distill_loss_factor", self.distill_loss_factor, 0)
         check_at_least("ref_loss_factor", self.ref_loss_factor, 0)
-
-    def teacher_steps(self, n_steps: int) -> int:
-        """How many of an example's ``n_steps`` CoT steps the teacher sequence keeps (CODI drops the last)."""
-        return n_steps if self.include_last_cot else max(n_steps - 1, 0)
-
-
-def _selected(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """``(B, H)``: each row's state at its position."""
-    return states[torch.arange(states.shape[0], device=states.device), positions.to(states.device)]
 
 
 def codi_loss(
@@ -130,8 +120,8 @@ def codi_loss(
     distill_fn = torch.nn.functional.mse_loss if l2 else torch.nn.functional.smooth_l1_loss
     distill = 0.0
     for student_layer, teacher_layer in zip(layers, teacher.hidden_states):
-        target = _selected(teacher_layer, teacher_answer_positions).detach()  # (B, H)
-        term = distill_fn(_selected(student_layer, answer_positions - first), target)
+        target = states_at(teacher_layer, teacher_answer_positions).detach()  # (B, H)
+        term = distill_fn(states_at(student_layer, answer_positions - first), target)
         if config.distill_loss_div_std:
             term = term / target.std() ** (2 if l2 else 1)
         distill = distill + term
@@ -176,28 +166,8 @@ class CODIMethod(LatentMethod):
         return dataset.map(teacher_cots, batched=True, desc="hf_icot: CODI's teacher CoTs")
 
     def extra_batch(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
-        """The teacher half: ``question <eos> cot <eos> #### answer <eos>`` in the ``hf_icot`` format (CODI's own in
-        its format, :meth:`LatentFormat.teacher`), right-padded, labelled after the question's separator.
-
-        Raises:
-            ValueError: examples in CODI's format without ``teacher_cot_ids`` (:meth:`prepare_dataset` adds them).
-        """
-        fmt = self.renderer.format
-        rows = []
-        for example in examples:
-            if fmt.name == "codi":
-                if TEACHER_COT not in example:
-                    raise ValueError(
-                        f"CODI's format needs each example's {TEACHER_COT}; prepare the dataset with the method's "
-                        "prepare_dataset after the collator's (ICoTTrainer does)."
-                    )
-                cot = list(example[TEACHER_COT])
-            else:
-                keep = self.config.teacher_steps(example["n_cot_steps"])
-                cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
-            rows.append(fmt.teacher(example["question_ids"], cot, example["answer_ids"]))
-        batch = padded_rows([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], self.renderer.pad)
-        return {f"teacher_{key}": batch[key] for key in ("input_ids", "attention_mask", "labels", "answer_positions")}
+        """The teacher half (:func:`~hf_icot.methods.latent_batches.teacher_batch`, in the run's format)."""
+        return teacher_batch(self.renderer, examples, self.config.include_last_cot)
 
     def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
         return codi_loss(lm, latent_id=latent_id, config=self.config, **batch)

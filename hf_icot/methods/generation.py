@@ -1,6 +1,7 @@
 """Latent generation: each prompt — the question, ``<|start-latent|> <|latent|>×n <|end-latent|>`` in the run's
 text format (:meth:`hf_icot.data.latent_formats.LatentFormat.prompt`) — goes through the latent forward (one pass per
-latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`), then greedy decoding continues from its
+latent column, :func:`~hf_icot.methods.latent_forward.latent_hidden_states`; with ``iterations``, PCCoT's Jacobi
+passes over all of them, :func:`~hf_icot.methods.latent_forward.jacobi_hidden_states`), then greedy decoding continues from its
 KV cache, a batch of left-padded prompts at a time, until each row has written the ``<eos>`` that close its answer
 (``hf_icot``: two, closing its CoT and its answer; Coconut's and CODI's formats: one) or ``max_new_tokens``.
 
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states, projection_of
+from hf_icot.methods.latent_forward import causal_lm_of, projection_of, thought_hidden_states
 from hf_icot.modeling.sizing import context_length
 
 #: ``<eos>`` a latent prompt's continuation needs in the ``hf_icot`` format: the one closing its CoT, the one closing
@@ -27,8 +28,8 @@ EOS_TO_WRITE = 2
 
 @dataclass
 class LatentCost:
-    """What latent generation spent: decoder passes (latent columns + the prompt's last pass + one per generated
-    token, per batch) and the tokens generated."""
+    """What latent generation spent: decoder passes (latent columns, or the prompt's pass and one per Jacobi
+    iteration; + the prompt's last pass + one per generated token, per batch) and the tokens generated."""
 
     forward_passes: int = 0
     generated_tokens: int = 0
@@ -45,6 +46,7 @@ def generate_latent(
     cost: LatentCost | None = None,
     eos_to_write: int = EOS_TO_WRITE,
     never_generated: int | None = None,
+    iterations: int | None = None,
 ) -> list[list[int]]:
     """Greedy continuations of latent prompts (token ids: :meth:`hf_icot.data.latent_formats.LatentFormat.ask`).
 
@@ -56,13 +58,15 @@ def generate_latent(
         eos_to_write: a continuation ends at its ``eos_to_write``-th ``<eos>`` (the format's
             :attr:`~hf_icot.data.latent_formats.LatentFormat.eos_to_write`).
         never_generated: a token id greedy decoding never picks (CODI's ``eot``: ``<|end-latent|>``), or None.
+        iterations: PCCoT's ``num_iterations`` (the layout's ``latent_iterations``): the slots are computed together
+            by that many Jacobi passes, prompts of one batch holding as many slots each; None: one pass per slot.
 
     Returns:
         Per prompt, in order, its generated ids up to and with the ``<eos>`` that closes the answer.
 
     Raises:
-        ValueError: no prompts, a non-positive ``max_new_tokens`` or ``batch_size``, or a prompt that reaches the
-            model's context (nothing left to generate).
+        ValueError: no prompts, a non-positive ``max_new_tokens`` or ``batch_size``, a negative ``iterations``, or a
+            prompt that reaches the model's context (nothing left to generate).
     """
     if not prompts:
         raise ValueError("generate_latent got no prompts; pass at least one list of token ids.")
@@ -73,6 +77,8 @@ def generate_latent(
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{what} {value!r} is not allowed; it must be an integer >= 1.")
+    if iterations is not None and (isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0):
+        raise ValueError(f"iterations {iterations!r} is not allowed; it must be an integer >= 0, or None.")
     lm = causal_lm_of(model)
     context = context_length(lm)
     longest = max(len(prompt) for prompt in prompts)
@@ -98,6 +104,7 @@ def generate_latent(
                     eos_to_write,
                     projection,
                     cost,
+                    iterations,
                 )
                 for i, row in zip(batch, rows):
                     results[i] = row
@@ -114,6 +121,7 @@ def _generate_batch(
     eos_to_write: int,
     projection: Any,
     cost: LatentCost | None,
+    iterations: int | None,
 ) -> list[list[int]]:
     latent_id, eos_id, pad_id, never_generated = ids_of
     device = lm.get_input_embeddings().weight.device
@@ -128,8 +136,11 @@ def _generate_batch(
         mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    hidden, _, cache = latent_hidden_states(lm, ids, mask, positions, latent_id, projection, keep_cache=True)
-    passes = int((ids == latent_id).any(dim=0).sum()) + 1
+    hidden, _, cache = thought_hidden_states(
+        lm, ids, mask, positions, latent_id, iterations, projection=projection, keep_cache=True
+    )
+    slots = int((ids == latent_id).any(dim=0).sum())
+    passes = (slots if iterations is None or not slots else iterations + 1) + 1
     decoder, head, embed = lm.get_decoder(), lm.get_output_embeddings(), lm.get_input_embeddings()
     token = _greedy(head(hidden[:, -1]), never_generated)  # (B,)
     position = positions[:, -1]

@@ -34,6 +34,11 @@ class LatentOutput(ModelOutput):
     teacher_ce: torch.Tensor | None = None
 
 
+def states_at(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``(B, H)``: each row of ``states`` ``(B, T, H)`` at its position (``positions`` ``(B,)``)."""
+    return states[torch.arange(states.shape[0], device=states.device), positions.to(states.device)]
+
+
 def labelled_cross_entropy(lm: Any, hidden: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The mean cross entropy of ``labels`` from the last hidden states ``(B, T, H)``, logits at labelled positions."""
     positions = predicting_positions(labels)  # (B, T)

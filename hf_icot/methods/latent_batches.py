@@ -13,7 +13,8 @@ back one column at a time, every row at once, reusing the KV cache: in the ``coc
 from 0 (padding 0); padding is masked and unlabelled. Every row also carries the position CODI distils at
 (:meth:`~hf_icot.data.latent_formats.LatentFormat.answer_offset`).
 
-:func:`padded_rows` lays out any rows (the latent ones, CODI's teacher) into padded tensors.
+:func:`padded_rows` lays out any rows (the latent ones, a CoT teacher's) into padded tensors; :func:`teacher_batch` is
+the CoT teacher half of CODI's and PCCoT's batches.
 """
 
 from __future__ import annotations
@@ -152,3 +153,41 @@ def padded_rows(
         "labels": torch.from_numpy(labels),
         "answer_positions": torch.from_numpy(offsets + np.asarray(answer_positions, dtype=np.int64)),
     }
+
+
+#: The prepared column of a teacher CoT tokenized whole in CODI's format (:meth:`hf_icot.methods.codi.CODIMethod.
+#: prepare_dataset` adds it).
+TEACHER_COT = "teacher_cot_ids"
+
+
+def teacher_batch(
+    renderer: LatentRenderer, examples: Sequence[Mapping[str, Any]], include_last_cot: bool = False
+) -> dict[str, torch.Tensor]:
+    """The CoT teacher of CODI and PCCoT in the renderer's format (:meth:`hf_icot.data.latent_formats.LatentFormat.
+    teacher`; ``hf_icot``: ``question <eos> cot <eos> #### answer <eos>``), right-padded, labelled after the question's
+    separator, without the CoT's last step unless ``include_last_cot`` (both codes drop it; in CODI's format the
+    prepared :data:`TEACHER_COT` already leaves it out).
+
+    Returns:
+        :func:`padded_rows`' tensors but ``position_ids``, each key prefixed ``teacher_``.
+
+    Raises:
+        ValueError: examples in CODI's format without :data:`TEACHER_COT`.
+    """
+    fmt = renderer.format
+    rows = []
+    for example in examples:
+        if fmt.name == "codi":
+            if TEACHER_COT not in example:
+                raise ValueError(
+                    f"CODI's format needs each example's {TEACHER_COT}; prepare the dataset with the method's "
+                    "prepare_dataset after the collator's (ICoTTrainer does)."
+                )
+            cot = list(example[TEACHER_COT])
+        else:
+            n_steps = example["n_cot_steps"]
+            keep = n_steps if include_last_cot else max(n_steps - 1, 0)
+            cot = list(example["cot_ids"])[: sum(step_token_counts(example)[:keep])]
+        rows.append(fmt.teacher(example["question_ids"], cot, example["answer_ids"]))
+    batch = padded_rows([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], renderer.pad)
+    return {f"teacher_{key}": batch[key] for key in ("input_ids", "attention_mask", "labels", "answer_positions")}

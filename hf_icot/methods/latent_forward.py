@@ -3,9 +3,14 @@ position before it (through CODI's projection where there is one), so a sequence
 ``n + 1`` passes of the decoder, each reusing the KV cache of the ones before (Coconut's ``Coconut.forward``, CODI's
 loop over ``num_latent``).
 
-Batches come left-aligned on their ``<|start-latent|>`` marker (:mod:`hf_icot.data.latent`), so pass ``i`` fills the
-``i``-th latent column of every row at once; rows with fewer slots simply have an ordinary token there. Gradients
-flow through the fed-back hidden states and the cache, as in both methods' code.
+Batches come left-aligned on their ``<|start-latent|>`` marker (:mod:`hf_icot.methods.latent_batches`), so pass ``i``
+fills the ``i``-th latent column of every row at once; rows with fewer slots simply have an ordinary token there.
+Gradients flow through the fed-back hidden states and the cache, as in both methods' code.
+
+PCCoT's forward (:func:`jacobi_hidden_states`) computes every slot at once instead: a pass over the prompt with its
+slots as ``<|latent|>`` tokens, then ``num_iterations`` Jacobi passes over all the slots together, each slot fed the
+state the previous pass left at the position before it, then the answer's pass; ``num_iterations + 2`` passes
+whatever the number of thoughts. :func:`thought_hidden_states` picks one of the two forwards.
 
 The model stays an ordinary ``transformers`` causal LM (``save_pretrained`` / ``from_pretrained`` / PEFT / the
 Trainer's DDP wrapping all see it as before): :func:`enable_latent_forward` gives it a forward that, when called with
@@ -144,6 +149,94 @@ def latent_hidden_states(
     pieces.append(out.last_hidden_state)
     hidden = torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]
     return hidden, (out.hidden_states if all_layers else None), cache
+
+
+def jacobi_hidden_states(
+    lm: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    latent_id: int,
+    iterations: int,
+    projection: nn.Module | None = None,
+    all_layers: bool = False,
+    keep_cache: bool = False,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, DynamicCache | None]:
+    """Run ``lm``'s decoder over a latent batch, computing all its latent slots together by Jacobi iteration (PCCoT's
+    ``forward``, ``whyNLP/PCCoT`` ``models/modeling_gpt2.py``).
+
+    The prompt's pass runs up to the last slot with the slots as ``<|latent|>`` tokens; each of ``iterations`` passes
+    then runs over the slots alone, on the question's KV cache, slot ``j`` fed the state the previous pass left at
+    position ``j - 1`` (the first slot: the state at ``<|start-latent|>``, fixed after the prompt's pass), through
+    ``projection`` where given; the rest of the sequence runs on the cache of the last iteration. After ``k``
+    iterations the first ``k`` slots hold the values one pass per thought gives them (:func:`latent_hidden_states`), so
+    as many iterations as slots give that forward exactly. Gradients flow through every pass, as in PCCoT's code.
+
+    Args:
+        input_ids, attention_mask, position_ids: ``(B, T)``, every row's latent slots in the same contiguous columns
+            (rows left-aligned on ``<|start-latent|>`` with as many slots each, as PCCoT's plan renders them).
+        iterations: Jacobi passes over the slots (PCCoT's ``num_iterations``; 0: the slots stay ``<|latent|>``).
+        projection, all_layers, keep_cache: as :func:`latent_hidden_states`.
+
+    Returns:
+        As :func:`latent_hidden_states`: the last hidden states ``(B, T, H)`` (the slots' from the last iteration),
+        the last pass's per-layer states (from the column after the last slot) or None, and the KV cache.
+
+    Raises:
+        ValueError: latent slots that are not the same contiguous columns of every row.
+    """
+    decoder = lm.get_decoder()
+    embeds = lm.get_input_embeddings()(input_ids)  # (B, T, H)
+    is_latent = input_ids == latent_id  # (B, T)
+    columns = torch.nonzero(is_latent.any(dim=0)).flatten()
+    cache = DynamicCache(config=lm.config) if columns.numel() or keep_cache else None
+    if not columns.numel():
+        out = decoder(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids, cache=cache,
+                      use_cache=cache is not None, output_hidden_states=all_layers)  # fmt: skip
+        return out.last_hidden_state, (out.hidden_states if all_layers else None), cache
+    first, end = int(columns[0]), int(columns[-1]) + 1
+    if end - first != columns.numel() or not bool(is_latent[:, first:end].all()):
+        raise ValueError(
+            "PCCoT's Jacobi forward needs every row's latent slots in the same contiguous columns; render the batch "
+            "with one number of slots per batch, rows aligned on <|start-latent|> (LatentRenderer does)."
+        )
+
+    def project(states: torch.Tensor) -> torch.Tensor:
+        return (projection(states) if projection is not None else states).to(embeds.dtype)
+
+    # The prompt's pass, its slots as <|latent|> tokens: the question's cache and the iterations' starting point.
+    out = decoder(inputs_embeds=embeds[:, :end], attention_mask=attention_mask[:, :end],
+                  position_ids=position_ids[:, :end], cache=cache, use_cache=True)  # fmt: skip
+    before = out.last_hidden_state[:, :first]  # (B, first, H)
+    fed = project(out.last_hidden_state[:, first - 1 : end - 1])  # (B, L, H): slot j gets the state before it
+    slots = out.last_hidden_state[:, first:end]  # (B, L, H)
+    for iteration in range(iterations):
+        if iteration:  # the first slot's input never changes: the state at <|start-latent|>
+            fed = torch.cat([fed[:, :1], project(slots[:, :-1])], dim=1)
+        cache.crop(first - end)  # back to the question's cache: the slots are recomputed from it
+        out = decoder(inputs_embeds=fed, attention_mask=attention_mask[:, :end],
+                      position_ids=position_ids[:, first:end], cache=cache, use_cache=True)  # fmt: skip
+        slots = out.last_hidden_state
+    out = decoder(inputs_embeds=embeds[:, end:], attention_mask=attention_mask, position_ids=position_ids[:, end:],
+                  cache=cache, use_cache=True, output_hidden_states=all_layers)  # fmt: skip
+    hidden = torch.cat([before, slots, out.last_hidden_state], dim=1)
+    return hidden, (out.hidden_states if all_layers else None), cache
+
+
+def thought_hidden_states(
+    lm: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    latent_id: int,
+    iterations: int | None = None,
+    **options: Any,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, DynamicCache | None]:
+    """:func:`jacobi_hidden_states` with ``iterations`` (PCCoT), else :func:`latent_hidden_states` (one pass per
+    thought); ``options`` go to either (``projection``, ``all_layers``, ``keep_cache``)."""
+    if iterations is None:
+        return latent_hidden_states(lm, input_ids, attention_mask, position_ids, latent_id, **options)
+    return jacobi_hidden_states(lm, input_ids, attention_mask, position_ids, latent_id, iterations, **options)
 
 
 def enable_latent_forward(model: nn.Module, loss: Any) -> nn.Module:

@@ -55,6 +55,12 @@ CITATIONS = {
   journal = {arXiv preprint arXiv:2502.21074},
   year    = {2025}
 }""",
+    "pccot": """@article{wu2025parallel,
+  title   = {Parallel Continuous Chain-of-Thought with Jacobi Iteration},
+  author  = {Wu, Haoyi and Teng, Zhihao and Tu, Kewei},
+  journal = {arXiv preprint arXiv:2506.18582},
+  year    = {2025}
+}""",
 }
 
 
@@ -172,8 +178,10 @@ def citations_for(schedule_name: str) -> list[str]:
         entries.append(CITATIONS["log_icot"])
     if "kd" in name or "distill" in name:
         entries.append(CITATIONS["icot_kd"])
-    if name in ("coconut", "codi"):
+    if name in ("coconut", "codi", "pccot"):
         entries.append(CITATIONS[name])
+    if name == "pccot":  # its teacher, student and distillation are CODI's
+        entries.append(CITATIONS["codi"])
     return entries
 
 

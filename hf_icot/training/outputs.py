@@ -263,6 +263,7 @@ class RunOutputsMixin:
                 "latent_slots": layout.latent_slots(len(example["cot"])) if layout.latent else None,
                 "latent_format": layout.latent_format,
                 "remove_eos": layout.remove_eos,
+                "latent_iterations": layout.latent_iterations,  # PCCoT: the slots by Jacobi iteration
                 "eos_token": self.processing_class.eos_token,
             },
             license=license,

@@ -73,6 +73,9 @@ class ScheduleArguments:
     # hf_icot.curriculum.latent.CODI
     num_latent: int = field(default=6, metadata=option_metadata("num_latent"))
     remove_eos: bool = field(default=False, metadata=option_metadata("remove_eos"))
+    # hf_icot.curriculum.latent.PCCoT
+    num_latent_tokens: int = field(default=6, metadata=option_metadata("num_latent_tokens"))
+    num_iterations: int = field(default=6, metadata=option_metadata("num_iterations"))
     # hf_icot.methods.coconut.CoconutConfig
     latent_token_init: str | None = field(default=None, metadata=option_metadata("latent_token_init"))
     # hf_icot.methods.codi.CODIConfig
@@ -85,3 +88,9 @@ class ScheduleArguments:
     distill_loss_div_std: bool = field(default=False, metadata=option_metadata("distill_loss_div_std"))
     ref_loss_factor: float = field(default=1.0, metadata=option_metadata("ref_loss_factor"))
     include_last_cot: bool = field(default=False, metadata=option_metadata("include_last_cot"))
+    # hf_icot.methods.pccot.PCCoTConfig
+    loss_alpha: float = field(default=1.0, metadata=option_metadata("loss_alpha"))
+    loss_beta: float = field(default=1.0, metadata=option_metadata("loss_beta"))
+    loss_gamma: float = field(default=1.0, metadata=option_metadata("loss_gamma"))
+    use_layerwise_std: bool = field(default=True, metadata=option_metadata("use_layerwise_std"))
+    use_projection: bool = field(default=False, metadata=option_metadata("use_projection"))

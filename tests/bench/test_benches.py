@@ -33,6 +33,8 @@ TINY = {
     ],
     "bench_entry_points.py": ["--tiny"],
     "bench_gpu_icot.py": ["--dry-run"],  # on the CPU; its own test below
+    "bench_latent_cost.py": ["--thoughts", "2,6", "--steps", "1", "--repeats", "1", "--batch-size", "4",
+                             "--n-layer", "1", "--n-embd", "16"],
     "bench_quickstart.py": ["--tiny", "--threads", "1"],
     "bench_logits_memory.py": ["--vocab-size", "512", "--hidden-size", "8", "--n-layer", "1", "--batch-size", "4",
                                "--steps", "2"],
@@ -161,6 +163,15 @@ def test_bench_collator_prints_both_ways_of_preparing_and_rendering_and_that_the
     assert all(number(ratio) > 0 for _, _, ratio, _ in timed)
     assert "Log-ICoT stage 2 (levels, pad)" in out and "token by token, 5 removed (left, pad)" in out
     assert "GPT-2 BPE, reference format" in out and "GPT-2 BPE, hf_icot format" in out
+
+
+def test_bench_latent_cost_prints_a_row_per_thought_count_with_its_ratios() -> None:
+    out = run_bench("bench_latent_cost.py", *TINY["bench_latent_cost.py"])
+    rows = [line for line in out.splitlines() if re.match(r"\| [0-9]+ \|", line)]
+    assert [row.split(" | ")[1] for row in rows] == ["2 / 4", "6 / 4"]  # decoder passes for the thoughts
+    for row in rows:
+        ratios = re.findall(rf"({NUMBER})x", row)
+        assert len(ratios) == 4 and all(number(ratio) > 0 for ratio in ratios)
 
 
 def test_bench_inference_prints_both_modes_and_their_ratio() -> None:

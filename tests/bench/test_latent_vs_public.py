@@ -1,4 +1,4 @@
-"""bench/latent_vs_public/run.py, data.py and generation.py without their checkouts (CI has none): their help, and a
+"""bench/latent_vs_public/run.py, data.py, generation.py and pccot.py without their checkouts (CI has none): their help, and a
 missing checkout named in one line before any work. The comparisons themselves need the public repositories
 (bench/README.md has their figures); tests/hf_icot/test_latent_formats.py tests the formats without them."""
 
@@ -45,3 +45,18 @@ def test_the_data_and_generation_comparisons_answer_help_and_name_a_missing_chec
         assert missing.stderr.strip() == (
             f"error: --codi '{tmp_path / 'nothing'}' has no {needed}; give a checkout of the repository."
         )
+
+
+def test_pccot_help_and_a_missing_checkout(tmp_path):
+    """bench/latent_vs_public/pccot.py (PCCoT's model class against ours) answers --help and names a missing checkout
+    in one line before any work."""
+    script = REPO / "bench" / "latent_vs_public" / "pccot.py"
+    shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "--pccot" in shown.stdout and "--steps" in shown.stdout
+    missing = subprocess.run(
+        [sys.executable, str(script), "--pccot", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        f"error: --pccot '{tmp_path}' has no models/modeling_gpt2.py; give a checkout of whyNLP/PCCoT."
+    )

@@ -1,6 +1,6 @@
-"""Coconut and CODI runs as clusters treat them: killed (SIGKILL) or preempted (SIGTERM) mid-stage and resumed, they
-end at the uninterrupted run's weights (CODI's projection included); two processes under ``accelerate launch``; a
-resumed run with other latent settings is refused naming the setting."""
+"""Coconut, CODI and PCCoT runs as clusters treat them: killed (SIGKILL) or preempted (SIGTERM) mid-stage and resumed,
+they end at the uninterrupted run's weights (CODI's and PCCoT's projections included); two processes under
+``accelerate launch``; a resumed run with other latent settings is refused naming the setting."""
 
 import json
 import signal
@@ -30,8 +30,10 @@ def assert_same_weights(expected_folder, got_folder):
     [
         ("coconut", "--kill_at_step"),
         ("codi", "--term_at_step"),
+        ("pccot", "--kill_at_step"),
         pytest.param("coconut", "--term_at_step", marks=pytest.mark.slow),
         pytest.param("codi", "--kill_at_step", marks=pytest.mark.slow),
+        pytest.param("pccot", "--term_at_step", marks=pytest.mark.slow),
     ],
 )
 def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp_path, schedule, stop):
@@ -47,12 +49,13 @@ def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp
     assert checkpoint.name == ("checkpoint-8" if stop == "--kill_at_step" else "checkpoint-11")
     state = json.loads((checkpoint / "trainer_state.json").read_text())["stateful_callbacks"]["ICoTStateCallback"]
     assert state["attributes"]["schedule"]["name"] == schedule
-    if schedule == "codi":
+    projected = schedule in ("codi", "pccot")
+    if projected:
         assert (checkpoint / "latent_projection.safetensors").is_file()
     resumed = launch(stopped, "--schedule", schedule, "--resume", str(checkpoint))
     assert resumed.wait(timeout=300) == 0, (stopped / "stdout.txt").read_text()[-3000:]
     got = assert_same_weights(whole, stopped)
-    assert any(name.startswith("latent_projection.") for name in got) == (schedule == "codi")
+    assert any(name.startswith("latent_projection.") for name in got) == projected
     assert schedule_log(stopped) == schedule_log(whole)  # same stages, resets and per-example latent plans
     if schedule == "coconut":
         log = schedule_log(whole)
@@ -61,14 +64,14 @@ def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp
 
     # A resumed run with other latent settings is refused, naming the setting.
     other = build_trainer(tmp_path / "other", schedule=schedule)
-    changed = "c_thought" if schedule == "coconut" else "num_latent"
+    changed = {"coconut": "c_thought", "codi": "num_latent", "pccot": "num_iterations"}[schedule]
     before = getattr(other.schedule, changed)
     setattr(other.schedule, changed, before + 1)
     with pytest.raises(ValueError, match=f"with {changed} {before}, but this run has {changed} {before + 1};"):
         other.train(resume_from_checkpoint=str(checkpoint))
 
 
-@pytest.mark.parametrize("schedule", ["coconut", pytest.param("codi", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("schedule", ["coconut", "pccot", pytest.param("codi", marks=pytest.mark.slow)])
 def test_two_process_latent_runs_keep_their_replicas_identical(tmp_path, schedule):
     launch_two_processes(tmp_path, "--max_steps", "8", "--save_steps", "100", "--schedule", schedule)
     logs = [[json.loads(line) for line in (tmp_path / f"schedule-rank{rank}.jsonl").read_text().splitlines()]
@@ -80,5 +83,5 @@ def test_two_process_latent_runs_keep_their_replicas_identical(tmp_path, schedul
     assert not torch.equal(initial["transformer.h.0.mlp.c_fc.weight"], weights[0]["transformer.h.0.mlp.c_fc.weight"])
     history = json.loads((tmp_path / "log-rank0.json").read_text())
     assert any("loss" in entry for entry in history)
-    if schedule == "codi":
-        assert any("codi/distill" in entry for entry in history)
+    if schedule != "coconut":
+        assert any(f"{schedule}/distill" in entry for entry in history)

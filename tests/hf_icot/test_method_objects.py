@@ -13,6 +13,7 @@ from hf_icot.data.tokenization import build_word_level_tokenizer
 from hf_icot.methods import METHODS, Method, method_class, method_options
 from hf_icot.methods.coconut import CoconutMethod
 from hf_icot.methods.codi import CODIConfig, CODIMethod
+from hf_icot.methods.pccot import PCCoTConfig, PCCoTMethod
 from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
 from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
@@ -36,7 +37,7 @@ def task():
 
 
 def test_the_registry_names_each_method_by_its_schedule_and_token_removal_runs_the_rest(tmp_path):
-    assert METHODS == {"coconut": CoconutMethod, "codi": CODIMethod}
+    assert METHODS == {"coconut": CoconutMethod, "codi": CODIMethod, "pccot": PCCoTMethod}
     assert method_class("stepwise") is Method and method_class("log_icot") is Method
     args = config(tmp_path, schedule="codi", use_prj=True, prj_dim=8, distill_loss_factor="2", num_latent=3)
     method = method_from_config(args, schedule_from_config(args))
@@ -48,11 +49,19 @@ def test_the_registry_names_each_method_by_its_schedule_and_token_removal_runs_t
     # Each option is declared once, on its method's config, and says which method reads it.
     assert method_options()["use_prj"].help.startswith("codi: ")
     assert method_options()["latent_token_init"].help.startswith("coconut: ")
+    assert method_options()["loss_gamma"].help.startswith("pccot: ")
+    args = config(tmp_path, schedule="pccot", num_latent_tokens=24, num_iterations=3, loss_gamma=20.0,
+                  use_layerwise_std=False)  # fmt: skip
+    method = method_from_config(args, schedule_from_config(args))
+    assert isinstance(method, PCCoTMethod) and method.config == PCCoTConfig(loss_gamma=20.0, use_layerwise_std=False)
+    assert (method.schedule.num_latent_tokens, method.schedule.num_iterations) == (24, 3)
+    assert method.schedule.layout.latent_iterations == 3 and method.schedule.layout.latent_slots(5) == 24
 
 
 def test_no_method_is_named_by_type_outside_its_own_file():
     """The trainer, the collator and the losses call a method's hooks; only a method's own file knows its class."""
-    names = {"Coconut", "CODI", "CoconutMethod", "CODIMethod", "LatentSchedule", "LatentMethod"}
+    kinds = ("Coconut", "CODI", "PCCoT")
+    names = {*kinds, "LatentSchedule", "LatentMethod", *(f"{kind}Method" for kind in kinds)}
     found = []
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

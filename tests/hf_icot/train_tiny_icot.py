@@ -13,7 +13,7 @@ process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/
 ``--leave_teardown_to_exit`` the script does not call it, keeps the trainer alive, and records at exit what
 ICoTTrainer's exit handler left).
 ``--kill_at_step K`` SIGKILLs the process when step K begins; ``--term_at_step K`` sends it SIGTERM then (a preemption:
-the run saves a checkpoint after the step and exits 75). ``--schedule coconut|codi`` trains a latent method.
+the run saves a checkpoint after the step and exits 75). ``--schedule coconut|codi|pccot`` trains a latent method.
 """
 
 from __future__ import annotations
@@ -81,10 +81,12 @@ class ScheduleLog(TrainerCallback):
 #: The adaptive pace of ``--schedule adaptive``: on this task the answer accuracy crosses 0.2 after about 20 steps.
 ADAPTIVE = dict(adaptive_threshold=0.2, adaptive_window=2, min_steps_per_removal=2, max_steps_per_removal=8)
 #: The latent methods: Coconut one stage per epoch (7 steps) with 2 thoughts per step and some examples on a stage of
-#: their own; CODI with its projection (drawn from the run's seed).
+#: their own; CODI with its projection (drawn from the run's seed); PCCoT with its projection, 3 thoughts from 2 Jacobi
+#: iterations.
 LATENT = {
     "coconut": dict(c_thought=2, epochs_per_stage=1, uniform_prob=0.3),
     "codi": dict(num_latent=2, use_prj=True, prj_dim=16, prj_dropout=0.1),
+    "pccot": dict(num_latent_tokens=3, num_iterations=2, use_projection=True),
 }
 
 

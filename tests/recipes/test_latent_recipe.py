@@ -1,7 +1,7 @@
 """The GPT-2 recipe with the continuous-thought methods, end to end on a tiny GPT-2 with a BPE tokenizer: Coconut
-(full weights, pushed to the loopback Hub) and CODI (a LoRA adapter saved alone, its projection beside it) train,
-evaluate in latent mode, save, and write a card whose snippet answers as evaluation did; a latent option that does not
-apply is one sentence."""
+(full weights, pushed to the loopback Hub), CODI and PCCoT (LoRA adapters saved alone, their projections beside them)
+train, evaluate in latent mode, save, and write a card whose snippet answers as evaluation did; a latent option that
+does not apply is one sentence."""
 
 from __future__ import annotations
 
@@ -22,7 +22,12 @@ from tests.recipes.conftest import TASK_ARGS, recipe_args, run_recipe
 LATENT_FLAGS = {
     "coconut": ["--schedule", "coconut", "--c_thought", "1", "--epochs_per_stage", "1", "--max_latent_stage", "2"],
     "codi": ["--schedule", "codi", "--num_latent", "2", "--use_prj", "--prj_dim", "16", "--use_peft", "--lora_r", "4"],
+    "pccot": ["--schedule", "pccot", "--num_latent_tokens", "3", "--num_iterations", "2", "--use_projection",
+              "--use_peft", "--lora_r", "4"],
 }  # fmt: skip
+#: The plan options of LATENT_FLAGS, for the layout evaluation asks each method's model with.
+PLAN = {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2, "num_latent_tokens": 3, "num_iterations": 2}
+PAPERS = {"coconut": "arXiv:2412.06769", "codi": "arXiv:2502.21074", "pccot": "arXiv:2506.18582"}
 
 
 def run_snippet(card: str) -> str:
@@ -33,7 +38,7 @@ def run_snippet(card: str) -> str:
     return printed.getvalue().strip()
 
 
-@pytest.mark.parametrize("method", ["coconut", "codi"])
+@pytest.mark.parametrize("method", ["coconut", "codi", "pccot"])
 def test_latent_recipe_trains_evaluates_saves_cards_and_pushes(
     method: str, tiny_gpt2: Path, tmp_path: Path, loopback_hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -47,17 +52,18 @@ def test_latent_recipe_trains_evaluates_saves_cards_and_pushes(
         json.loads((output / "eval_results.json").read_text())["test/latent/answer_em"]
         == metrics["test/latent/answer_em"]
     )
-    layout = build_schedule(method, {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2}).layout
+    layout = build_schedule(method, PLAN).layout
     card = (output / "README.md").read_text()
-    assert "load_latent_model" in card and ("arXiv:2412.06769" if method == "coconut" else "arXiv:2502.21074") in card
+    assert "load_latent_model" in card and PAPERS[method] in card
+    assert ("iterations=2" in card) == (method == "pccot")  # the snippet computes PCCoT's thoughts as it trained
     if method == "codi":  # the method's own options beside its plan's
         assert "use_prj" in card and "prj_dim" in card
 
     # The card's snippet, run as printed on the run folder, answers as evaluation did.
     model, tokenizer = load_latent_model(str(output))
-    if method == "codi":
+    if method != "coconut":
         assert (output / "adapter_config.json").is_file() and (output / "latent_projection.safetensors").is_file()
-        assert model.latent_projection.settings["width"] == 16
+        assert model.latent_projection.settings["width"] == (16 if method == "codi" else model.config.n_embd)
     from datasets_builder import registry
 
     test = registry.get_task("multiplication").build(registry.make_params("multiplication", **TASK_ARGS))["test"]
@@ -83,7 +89,8 @@ def test_a_removal_option_given_to_a_latent_method_is_one_sentence(tiny_gpt2: Pa
 
 
 @pytest.mark.parametrize(
-    ("family", "method"), [("llama", "coconut"), pytest.param("mistral", "codi", marks=pytest.mark.slow)]
+    ("family", "method"),
+    [("llama", "coconut"), ("llama", "pccot"), pytest.param("mistral", "codi", marks=pytest.mark.slow)],
 )
 def test_latent_methods_on_rotary_families_through_the_recipe(family, method, tmp_path):
     """Llama and Mistral (rotary positions, no learned position table) take latent thoughts through the recipe: the
@@ -100,14 +107,14 @@ def test_latent_methods_on_rotary_families_through_the_recipe(family, method, tm
         (folder / f"{stem}.txt").write_text("".join(render_line(row) + "\n" for row in rows), encoding="utf-8")
     model = save_tiny_model(family, tmp_path / family, build_word_level_tokenizer([train, held_out]))
     output = tmp_path / "run"
-    argv = recipe_args(model, output, *LATENT_FLAGS[method], "--max_steps", "8")  # CODI with LoRA
+    argv = recipe_args(model, output, *LATENT_FLAGS[method], "--max_steps", "8")  # CODI and PCCoT with LoRA
     at = argv.index("--task")
     argv[at : at + 4] = ["--task", "reference_text", "--task_args", json.dumps({"path": [str(folder)]})]
     metrics = run_recipe(argv)
     assert "test/latent/answer_em" in metrics
     reloaded, tokenizer = load_latent_model(str(output))
     assert type(causal_lm_of(reloaded)).__name__.lower().startswith(family)
-    layout = build_schedule(method, {"c_thought": 1, "max_latent_stage": 2, "num_latent": 2}).layout
+    layout = build_schedule(method, PLAN).layout
     again = evaluate_generation(reloaded, tokenizer, held_out, modes=["latent"], layout=layout)
     assert again["latent/answer_em"] == metrics["test/latent/answer_em"]
 
@@ -118,6 +125,8 @@ def test_latent_methods_on_rotary_families_through_the_recipe(family, method, tm
         (["--schedule", "coconut", "--c_thought", "0"], "c_thought 0 is not allowed; it must be >= 1."),
         (["--schedule", "codi", "--num_latent", "-1"], "num_latent -1 is not allowed; it must be >= 0."),
         (["--schedule", "codi", "--length_hint", "true"], "length_hint True does not apply to codi"),
+        (["--schedule", "pccot", "--num_iterations", "-2"], "num_iterations -2 is not allowed; it must be >= 0."),
+        (["--schedule", "pccot", "--loss_beta", "-1"], "loss_beta -1.0 is not allowed; it must be >= 0."),
         (["--schedule", "coconut", "--max_latent_stage", "9"], "max_latent_stage 9 is larger than the longest CoT"),
     ],
 )

@@ -1,6 +1,6 @@
-"""Every published setting has its config (recipes/configs/coconut_*.yaml, codi_gsm8k_aug_*.yaml), and each runs two
-steps on the CPU through the recipe with a model of its shape built from its config (GPT-2 small's; Llama-3.2-1B's
-width with 2 of its 16 layers), random weights, its own data format (a few
+"""Every published setting has its config (recipes/configs/coconut_*.yaml, codi_gsm8k_aug_*.yaml,
+pccot_gsm8k_aug_gpt2.yaml), and each runs two steps on the CPU through the recipe with a model of its shape built from
+its config (GPT-2 small's; Llama-3.2-1B's width with 2 of its 16 layers), random weights, its own data format (a few
 rows written here in the authors' JSON layout), its LoRA, projection and dtype. One setting per method runs in the
 default suite, the others under `-m slow`."""
 
@@ -26,6 +26,7 @@ SETTINGS = {
     "codi_gsm8k_aug_gpt2": "gpt2",
     "codi_gsm8k_aug_nl_gpt2": "gpt2",
     "codi_gsm8k_aug_llama1b": "llama1b",
+    "pccot_gsm8k_aug_gpt2": "gpt2",
 }
 
 
@@ -94,12 +95,12 @@ def test_every_published_setting_has_a_config_that_says_what_it_mirrors() -> Non
         text = (CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")
         header = text.split("\n\n")[0]
         assert "PAPER'S FIGURE:" in header and "AUTHORS' COMPUTE:" in header and "WHERE IT DIFFERS" in header, name
-        assert "facebookresearch/coconut" in header or "zhenyi4/codi" in header, name
+        assert any(repo in header for repo in ("facebookresearch/coconut", "zhenyi4/codi", "whyNLP/PCCoT")), name
 
 
 #: In the default suite: one setting per method (start stage, marker rows, LoRA, projection, bfloat16 weights); the
 #: others (about 30 s each at GPT-2 small's shape) under `-m slow`.
-DEFAULT = ("coconut_gsm8k", "codi_gsm8k_aug_gpt2")
+DEFAULT = ("coconut_gsm8k", "codi_gsm8k_aug_gpt2", "pccot_gsm8k_aug_gpt2")
 
 
 @pytest.mark.parametrize(

@@ -269,7 +269,7 @@ def test_bad_flag_value_is_one_sentence(flags: list[str], message: str, tmp_path
     ("key", "value", "message"),
     [
         ("schedule", "stepwize", "schedule 'stepwize' is unknown; allowed: full_cot, no_cot, stepwise, staged, "
-         "log_icot, mixture, adaptive, coconut, codi."),
+         "log_icot, mixture, adaptive, coconut, codi, pccot."),
         ("too_long", "truncate", "too_long 'truncate' is not allowed; choose one of error, skip."),
     ],
 )  # fmt: skip
@@ -290,7 +290,7 @@ def test_bad_choice_on_the_command_line_is_one_line_with_a_pointer_to_help(
     assert stderr.count("\n") == 1 and "usage:" not in stderr
     assert stderr.rstrip().endswith(
         "error: argument --schedule: invalid choice: 'stepwize' (choose from 'full_cot', 'no_cot', 'stepwise', "
-        "'staged', 'log_icot', 'mixture', 'adaptive', 'coconut', 'codi'); see --help."
+        "'staged', 'log_icot', 'mixture', 'adaptive', 'coconut', 'codi', 'pccot'); see --help."
     )
     with pytest.raises(SystemExit):
         icot_gpt2.parse_args(_scratch_args(tmp_path / "out", "--learning_rate", "fast"))
