@@ -89,6 +89,10 @@ class CODIConfig(MethodConfig):
         check_at_least("distill_loss_factor", self.distill_loss_factor, 0)
         check_at_least("ref_loss_factor", self.ref_loss_factor, 0)
 
+    def teacher_steps(self, n_steps: int) -> int:
+        """How many of an example's ``n_steps`` CoT steps the teacher sequence keeps (CODI drops the last)."""
+        return n_steps if self.include_last_cot else max(n_steps - 1, 0)
+
 
 def codi_loss(
     lm: Any,
