@@ -111,7 +111,8 @@ def _generate_batch(
         mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    hidden, _, cache = latent_hidden_states(lm, ids, mask, positions, latent_id, projection, keep_cache=True)
+    states = latent_hidden_states(lm, ids, mask, positions, latent_id, projection, keep_cache=True)
+    hidden, cache = states.hidden, states.cache
     passes = int((ids == latent_id).any(dim=0).sum()) + 1
     decoder, head, embed = lm.get_decoder(), lm.get_output_embeddings(), lm.get_input_embeddings()
     token = head(hidden[:, -1]).argmax(dim=-1)  # (B,)
