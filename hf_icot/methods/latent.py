@@ -22,7 +22,15 @@ from transformers.utils import ModelOutput
 from hf_icot.methods.base import Method
 from hf_icot.methods.latent_batches import LatentRenderer
 from hf_icot.methods.latent_forward import causal_lm_of, check_latent_model, enable_latent_forward
-from hf_icot.methods.simcot import LOG_NAME, StepRule, StepSupervision, load_decoder, save_decoder, supervision_for
+from hf_icot.methods.simcot import (
+    LOG_NAME,
+    StepRule,
+    StepSupervision,
+    decoder_of,
+    load_decoder,
+    save_decoder,
+    supervision_for,
+)
 from hf_icot.modeling.labelled_logits import causal_lm_loss, predicting_positions
 
 
@@ -120,6 +128,11 @@ class LatentMethod(Method):
     def logs(self) -> dict[str, float]:
         terms, self._terms = getattr(self, "_terms", {}), {}
         return {name: sum(values) / len(values) for name, values in terms.items() if values}
+
+    def training_only_modules(self, model: Any) -> list[Any]:
+        """SIM-CoT's decoder, where there is one."""
+        decoder = decoder_of(model)
+        return [decoder] if decoder is not None else []
 
     def save_files(self, model: Any, folder: str) -> None:
         """SIM-CoT's decoder, with what decoding a thought needs (the thoughts a question gets at inference)."""

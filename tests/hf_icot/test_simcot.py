@@ -21,6 +21,7 @@ from hf_icot.methods.latent_batches import step_token_counts
 from hf_icot.methods.latent_forward import LatentProjection, attach_projection, latent_hidden_states, projection_of
 from hf_icot.methods.simcot import DECODER_FOLDER, decoder_of, supervision_for
 from hf_icot.methods.simcot_decoding import decode_thoughts, load_simcot_run, main
+from hf_icot.publishing.model_card import describe_run
 from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer
 from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
@@ -203,7 +204,11 @@ def test_a_run_with_simcot_logs_the_step_term_and_saves_a_model_without_the_deco
     assert any(not torch.equal(start[key], value) for key, value in decoder.state_dict().items())
     trainer.save_model()
     folder = tmp_path / "run"
-    assert not any(key.startswith("simcot") for key in load_file(folder / "model.safetensors"))
+    kept = load_file(folder / "model.safetensors")
+    assert not any(key.startswith("simcot") for key in kept)
+    # The card counts the model that answers (tied output rows once), not the decoder beside it.
+    answering = sum(p.numel() for n, p in model.named_parameters() if not n.startswith("simcot"))
+    assert describe_run(trainer)["architecture"].endswith(f"{answering / 1e3:.1f}K parameters")
     settings = json.loads((folder / DECODER_FOLDER / "simcot.json").read_text())
     assert settings["latent_thoughts"] == trainer.layout.latent_thoughts
     # The model answers as it did, at the same cost, without the decoder (load_latent_model never reads it).
