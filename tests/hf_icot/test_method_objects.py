@@ -48,6 +48,11 @@ def test_the_registry_names_each_method_by_its_schedule_and_token_removal_runs_t
     # Each option is declared once, on its method's config, and says which method reads it.
     assert method_options()["use_prj"].help.startswith("codi: ")
     assert method_options()["latent_token_init"].help.startswith("coconut: ")
+    # SIM-CoT's options are declared once (hf_icot/methods/simcot.py) and every latent method reads them.
+    simcot = method_options()["simcot"]
+    assert simcot.help.startswith("Add SIM-CoT") and set(simcot.fields) == {"coconut", "codi"}
+    args = config(tmp_path, schedule="coconut", simcot=True, simcot_loss_factor=0.5)
+    assert method_from_config(args, schedule_from_config(args)).config.simcot_loss_factor == 0.5
 
 
 def test_no_method_is_named_by_type_outside_its_own_file():
