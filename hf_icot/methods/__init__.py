@@ -5,6 +5,9 @@
   token-removal family (every truncating curriculum) as the plain case;
 * :mod:`~hf_icot.methods.coconut` — Coconut: continuous thoughts stage by stage;
 * :mod:`~hf_icot.methods.codi` — CODI: a CoT teacher distilled into a latent student, with its projection;
+* :mod:`~hf_icot.methods.simcot` — SIM-CoT's step supervision, an option of every latent method (``simcot``): an
+  auxiliary decoder trained to write each thought's step, saved beside the model, never in it;
+  :mod:`~hf_icot.methods.simcot_decoding` reads what each thought says with it;
 * what the continuous-thought methods share: :mod:`~hf_icot.methods.latent` (set-up, rendering, the loss path),
   :mod:`~hf_icot.methods.latent_batches` (their batches), :mod:`~hf_icot.methods.latent_forward` (the forward that
   feeds hidden states back, one pass per latent column with the KV cache; CODI's projection and its files),

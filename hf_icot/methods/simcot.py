@@ -54,6 +54,10 @@ Where their code and this toolkit differ, these choices are ours:
   follows the trainer's mode, as CODI's does.
 * Coconut's code reads the number of thoughts from a batch's first row and divides by zero at stage 0; here each row
   has its own groups, and a batch without a thought adds no term (nothing is logged for it).
+* CODI's code cuts, at every thought, each row's target to the length of the batch's first row's (plus one):
+  its ``dedup_trailing_pads`` runs inside its loop over the rows, so a later row keeps only as many tokens as the
+  first row's target has (one, when the first row has none there). Here every target is written whole; the two agree
+  when the first row's targets are the longest (``bench/latent_vs_public/simcot.py`` shows both cases).
 * CODI's code runs its decoder under bfloat16 autocast; here it runs in the model's dtype (``--bf16`` autocasts it).
   Its ``decoder_path`` with projections between widths is not supported: a decoder of another width is refused.
 """
