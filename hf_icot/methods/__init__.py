@@ -7,6 +7,9 @@
 * :mod:`~hf_icot.methods.codi` — CODI: a CoT teacher distilled into a latent student, with its projection;
 * :mod:`~hf_icot.methods.pccot` — PCCoT: CODI's teacher and student, the thoughts computed together by Jacobi
   iteration;
+* :mod:`~hf_icot.methods.simcot` — SIM-CoT's step supervision, an option of every latent method (``simcot``): an
+  auxiliary decoder trained to write each thought's step, saved beside the model, never in it;
+  :mod:`~hf_icot.methods.simcot_decoding` reads what each thought says with it;
 * what the continuous-thought methods share: :mod:`~hf_icot.methods.latent` (set-up, rendering, the loss path),
   :mod:`~hf_icot.methods.latent_batches` (their batches), :mod:`~hf_icot.methods.latent_forward` (the forward that
   feeds hidden states back, one pass per latent column with the KV cache, or all columns at once by Jacobi

@@ -88,6 +88,10 @@ class Method:
         """What the method adds to a training log (then forgets)."""
         return {}
 
+    def training_only_modules(self, model: Any) -> list[Any]:
+        """Modules the method hangs on ``model`` for training alone, which answering never runs (none here)."""
+        return []
+
     def save_files(self, model: Any, folder: str) -> None:
         """Write the method's own files beside a saved model (nothing here)."""
 

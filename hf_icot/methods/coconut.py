@@ -7,6 +7,9 @@ start stage — are the plan of :class:`hf_icot.curriculum.latent.Coconut`. This
 plan, and its loss is the cross entropy of the latent sequence's labels: the remaining CoT steps, ``<eos>``,
 ``#### answer <eos>`` (never the question, the markers or the slots), as its ``Coconut.forward``.
 
+With ``simcot`` (:mod:`hf_icot.methods.simcot`) an auxiliary decoder learns to write each replaced step from its
+``c_thought`` thoughts, as SIM-CoT's Coconut path does (:meth:`CoconutMethod.step_rule`).
+
 Its option ``latent_token_init`` copies a named token's input-embedding and output rows into the three latent markers'
 before training, as its ``run.py`` copies ``<<``'s; unset, the markers keep transformers' mean initialisation (drawn
 when the tokenizer was widened).
@@ -37,11 +40,12 @@ from hf_icot.curriculum.layout import LATENT_TOKENS
 from hf_icot.methods.base import MethodConfig
 from hf_icot.methods.latent import LatentMethod, LatentOutput, labelled_cross_entropy
 from hf_icot.methods.latent_forward import causal_lm_of, latent_hidden_states
+from hf_icot.methods.simcot import SIMCoTConfig, StepRule, StepSupervision
 
 
 @dataclass
-class CoconutConfig(MethodConfig):
-    """Coconut's options beside its curriculum's."""
+class CoconutConfig(SIMCoTConfig):
+    """Coconut's options beside its curriculum's (and SIM-CoT's, which every latent method takes)."""
 
     latent_token_init: str | None = option(
         None,
@@ -57,11 +61,14 @@ def coconut_loss(
     position_ids: torch.Tensor,
     labels: torch.Tensor,
     latent_id: int,
+    supervision: StepSupervision | None = None,
     **unused: Any,
 ) -> LatentOutput:
-    """The mean cross entropy of a latent micro-batch's labels, the thoughts fed back."""
-    hidden, _, _ = latent_hidden_states(lm, input_ids, attention_mask, position_ids, latent_id)
-    return LatentOutput(loss=labelled_cross_entropy(lm, hidden, labels))
+    """The mean cross entropy of a latent micro-batch's labels, the thoughts fed back; with ``supervision``, plus
+    SIM-CoT's step loss (read from the batch's ``simcot_*`` keys)."""
+    states = latent_hidden_states(lm, input_ids, attention_mask, position_ids, latent_id)
+    output = LatentOutput(loss=labelled_cross_entropy(lm, states.hidden, labels))
+    return supervision.add_to(output, lm, states, unused) if supervision is not None else output
 
 
 def copy_token_rows(model: Any, tokenizer: Any, source: str, targets: tuple[str, ...]) -> None:
@@ -105,5 +112,10 @@ class CoconutMethod(LatentMethod):
             copy_token_rows(model, tokenizer, self.config.latent_token_init, LATENT_TOKENS)
         super().prepare_model(model, tokenizer, seed, max_cot_steps)
 
+    def step_rule(self) -> StepRule:
+        """SIM-CoT's Coconut path: ``c_thought`` thoughts per step, a group past the replaced steps writes the answer,
+        positions from 1, each row's token cross entropy summed."""
+        return StepRule(self.schedule.c_thought, answer_when_no_step=True, first_position=1, per_row_sum=True)
+
     def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
-        return coconut_loss(lm, latent_id=latent_id, **batch)
+        return coconut_loss(lm, latent_id=latent_id, supervision=self.supervision, **batch)

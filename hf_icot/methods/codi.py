@@ -32,6 +32,10 @@ the first column; ours mask padding and count each row from its first token (``-
 too). Its ``test.py`` generates with a batch of at least 2 (its greedy step squeezes a batch of 1 away); ours takes
 any. The default format ``hf_icot`` is this toolkit's: ``####`` for "The answer is:" (distilled at its last token),
 ``<eos>`` separators, the teacher ``question <eos> cot <eos> #### answer <eos>``.
+
+With ``simcot`` (:mod:`hf_icot.methods.simcot`) an auxiliary decoder learns to write the teacher's steps, one per
+thought, from every fed thought and the state after the last slot, as SIM-CoT's CODI path does
+(:meth:`CODIMethod.step_rule`).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from hf_icot.methods.latent_forward import (
     projection_of,
     save_projection,
 )
+from hf_icot.methods.simcot import SIMCoTConfig, StepRule, StepSupervision
 
 DISTILL_LOSSES = ("smooth_l1", "l2")
 #: The column :meth:`CODIMethod.prepare_dataset` adds in CODI's format: each teacher CoT's ids.
@@ -65,8 +70,9 @@ TEACHER_KEYS = ("teacher_input_ids", "teacher_attention_mask", "teacher_labels",
 
 
 @dataclass
-class CODIConfig(MethodConfig):
-    """CODI's options, named as its ``TrainingArguments`` names them (their defaults are its dataclass's)."""
+class CODIConfig(SIMCoTConfig):
+    """CODI's options, named as its ``TrainingArguments`` names them (their defaults are its dataclass's), and
+    SIM-CoT's, which every latent method takes."""
 
     use_prj: bool = option(
         False,
@@ -82,6 +88,7 @@ class CODIConfig(MethodConfig):
     include_last_cot: bool = option(False, "Keep the last CoT step in the teacher's CoT (CODI drops it).")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_at_least("prj_dim", self.prj_dim, 1)
         if not 0.0 <= self.prj_dropout < 1.0:
             raise ValueError(f"prj_dropout {self.prj_dropout} is not allowed; it must be in [0, 1).")
@@ -107,16 +114,19 @@ def codi_loss(
     teacher_answer_positions: torch.Tensor,
     latent_id: int,
     config: CODIConfig,
+    supervision: StepSupervision | None = None,
     **unused: Any,
 ) -> LatentOutput:
-    """CODI's loss on one micro-batch (student half, teacher half: :data:`TEACHER_KEYS`), its three terms beside it."""
+    """CODI's loss on one micro-batch (student half, teacher half: :data:`TEACHER_KEYS`), its three terms beside it;
+    with ``supervision``, plus SIM-CoT's step loss (read from the batch's ``simcot_*`` keys)."""
     teacher = lm.get_decoder()(
         input_ids=teacher_input_ids, attention_mask=teacher_attention_mask, output_hidden_states=True
     )
     teacher_ce = labelled_cross_entropy(lm, teacher.last_hidden_state, teacher_labels)
-    hidden, layers, _ = latent_hidden_states(
+    states = latent_hidden_states(
         lm, input_ids, attention_mask, position_ids, latent_id, projection_of(lm), all_layers=True
     )
+    hidden, layers = states.hidden, states.layers
     student_ce = labelled_cross_entropy(lm, hidden, labels)
     # The last pass starts at the last latent column (or at 0 without latent slots): its states are indexed from there.
     first = hidden.shape[1] - layers[0].shape[1]
@@ -131,9 +141,10 @@ def codi_loss(
         distill = distill + term
     distill = distill / len(layers)
     loss = student_ce + config.distill_loss_factor * distill + config.ref_loss_factor * teacher_ce
-    return LatentOutput(
+    output = LatentOutput(
         loss=loss, student_ce=student_ce.detach(), distill=distill.detach(), teacher_ce=teacher_ce.detach()
     )
+    return supervision.add_to(output, lm, states, unused) if supervision is not None else output
 
 
 class CODIMethod(LatentMethod):
@@ -173,11 +184,22 @@ class CODIMethod(LatentMethod):
         """The teacher half (:func:`~hf_icot.methods.latent_batches.teacher_batch`, in the run's format)."""
         return teacher_batch(self.renderer, examples, self.config.include_last_cot)
 
+    def step_rule(self) -> StepRule:
+        """SIM-CoT's CODI path: one thought each, the state after the last slot too, no target past the teacher's
+        steps, positions from 0, token-mean cross entropy."""
+        return StepRule(1, after_last=True)
+
+    def supervised_steps(self, example: Mapping[str, Any], plan: Any) -> int:
+        """The teacher's steps (SIM-CoT's CODI path cuts its targets out of the teacher sequence)."""
+        return self.config.teacher_steps(example["n_cot_steps"])
+
     def loss(self, lm: Any, latent_id: int, **batch: Any) -> LatentOutput:
-        return codi_loss(lm, latent_id=latent_id, config=self.config, **batch)
+        return codi_loss(lm, latent_id=latent_id, config=self.config, supervision=self.supervision, **batch)
 
     def save_files(self, model: Any, folder: str) -> None:
         save_projection(model, folder)
+        super().save_files(model, folder)
 
     def load_files(self, model: Any, folder: str) -> None:
         load_projection(folder, model)
+        super().load_files(model, folder)

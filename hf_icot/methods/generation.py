@@ -136,9 +136,10 @@ def _generate_batch(
         mask[row, width - len(prompt) :] = 1
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
-    hidden, _, cache = thought_hidden_states(
+    states = thought_hidden_states(  # (hidden, layers, cache, ...) either way
         lm, ids, mask, positions, latent_id, iterations, projection=projection, keep_cache=True
     )
+    hidden, cache = states[0], states[2]
     slots = int((ids == latent_id).any(dim=0).sum())
     passes = (slots if iterations is None or not slots else iterations + 1) + 1
     decoder, head, embed = lm.get_decoder(), lm.get_output_embeddings(), lm.get_input_embeddings()

@@ -2,7 +2,8 @@
 :class:`LatentMethod` checks that the model can take latent thoughts, renders each example at its schedule's
 :class:`~hf_icot.curriculum.latent.LatentPlan` (:class:`~hf_icot.methods.latent_batches.LatentRenderer`), and gives
 the model a forward that computes the method's whole loss in the one call DDP expects
-(:func:`~hf_icot.methods.latent_forward.enable_latent_forward`).
+(:func:`~hf_icot.methods.latent_forward.enable_latent_forward`). Every one of them takes SIM-CoT's step supervision
+(``simcot``, :mod:`hf_icot.methods.simcot`): its decoder, batches and loss term ride on the method's.
 
 A method's loss is a mean over the micro-batch (the public codes' ``CrossEntropyLoss()``), which the trainer divides by
 the gradient-accumulation steps as those codes do. Logits are computed only at the labelled positions (the output layer
@@ -21,17 +22,27 @@ from transformers.utils import ModelOutput
 from hf_icot.methods.base import Method
 from hf_icot.methods.latent_batches import LatentRenderer
 from hf_icot.methods.latent_forward import causal_lm_of, check_latent_model, enable_latent_forward
+from hf_icot.methods.simcot import (
+    LOG_NAME,
+    StepRule,
+    StepSupervision,
+    decoder_of,
+    load_decoder,
+    save_decoder,
+    supervision_for,
+)
 from hf_icot.modeling.labelled_logits import causal_lm_loss, predicting_positions
 
 
 @dataclass
 class LatentOutput(ModelOutput):
-    """The loss, and a method's named terms (unweighted, detached) where it has them (CODI's three)."""
+    """The loss, and a method's named terms (unweighted, detached) where it has them (CODI's three, SIM-CoT's)."""
 
     loss: torch.Tensor | None = None
     student_ce: torch.Tensor | None = None
     distill: torch.Tensor | None = None
     teacher_ce: torch.Tensor | None = None
+    step_ce: torch.Tensor | None = None
 
 
 def states_at(states: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -47,13 +58,16 @@ def labelled_cross_entropy(lm: Any, hidden: torch.Tensor, labels: torch.Tensor) 
 
 
 class LatentMethod(Method):
-    """A continuous-thought method: subclasses give :meth:`loss` and may add modules (:meth:`attach_modules`), batch
-    keys (:meth:`extra_batch`) and logged terms (:attr:`logged_terms`)."""
+    """A continuous-thought method: subclasses give :meth:`loss` (adding :attr:`supervision`'s term) and
+    :meth:`step_rule`, and may add modules (:meth:`attach_modules`), batch keys (:meth:`extra_batch`) and logged terms
+    (:attr:`logged_terms`). Their config carries SIM-CoT's options (:class:`~hf_icot.methods.simcot.SIMCoTConfig`)."""
 
     latent: ClassVar[bool] = True
     #: Output fields averaged between two training logs, logged as ``<method>/<term>``.
     logged_terms: ClassVar[tuple[str, ...]] = ()
     renderer: LatentRenderer | None = None
+    #: SIM-CoT's step supervision, when the config asks for it (``simcot``).
+    supervision: StepSupervision | None = None
 
     def prepare_model(self, model: Any, tokenizer: Any, seed: int, max_cot_steps: int | None) -> None:
         """Check the model, attach the method's modules and give it its latent forward.
@@ -65,6 +79,8 @@ class LatentMethod(Method):
         check_latent_model(lm)
         self.renderer = self.make_renderer(tokenizer)
         self.attach_modules(model, seed)
+        if getattr(self.config, "simcot", False):  # SIM-CoT is an option of the methods whose config takes it
+            self.supervision = supervision_for(model, tokenizer, self.renderer, self.step_rule(), self.config)
         latent_id = self.renderer.tokens.latent
         enable_latent_forward(model, lambda lm, **batch: self.loss(lm, latent_id=latent_id, **batch))
         self._terms: dict[str, list[float]] = {}
@@ -76,12 +92,25 @@ class LatentMethod(Method):
     def attach_modules(self, model: Any, seed: int) -> None:
         """Hang the method's own modules on the model (drawn from ``seed``); none here."""
 
+    def step_rule(self) -> StepRule:
+        """How SIM-CoT's decoder reads this method's thoughts (:class:`~hf_icot.methods.simcot.StepRule`)."""
+        raise NotImplementedError
+
+    def supervised_steps(self, example: Mapping[str, Any], plan: Any) -> int:
+        """How many of ``example``'s first CoT steps its thoughts stand for under ``plan`` (what SIM-CoT's groups
+        write): those the plan replaced."""
+        return min(plan.skip_steps, example["n_cot_steps"])
+
     def render(self, examples, step, training, collator):
         n_steps = [example["n_cot_steps"] for example in examples]
         ids = [example["example_id"] for example in examples]
         plans = self.schedule.latent_plans(step, ids, n_steps, training)
         batch, kept = self.renderer.render(examples, plans)
         batch.update(self.extra_batch(examples))
+        if self.supervision is not None:
+            supervised = [self.supervised_steps(example, plan) for example, plan in zip(examples, plans)]
+            n_latent = [plan.n_latent for plan in plans]
+            batch.update(self.supervision.batch(examples, n_latent, supervised, batch["input_ids"]))
         return batch, kept
 
     def extra_batch(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
@@ -96,9 +125,25 @@ class LatentMethod(Method):
         outputs = model(**inputs, icot_latent=True)
         if model.training:
             for name in self.logged_terms:
-                self._terms.setdefault(name, []).append(float(outputs[name]))
+                self._terms.setdefault(f"{self.name}/{name}", []).append(float(outputs[name]))
+            if outputs.get("step_ce") is not None:  # a micro-batch without thoughts supervises none
+                self._terms.setdefault(LOG_NAME, []).append(float(outputs["step_ce"]))
         return outputs
 
     def logs(self) -> dict[str, float]:
         terms, self._terms = getattr(self, "_terms", {}), {}
-        return {f"{self.name}/{name}": sum(values) / len(values) for name, values in terms.items() if values}
+        return {name: sum(values) / len(values) for name, values in terms.items() if values}
+
+    def training_only_modules(self, model: Any) -> list[Any]:
+        """SIM-CoT's decoder, where there is one."""
+        decoder = decoder_of(model)
+        return [decoder] if decoder is not None else []
+
+    def save_files(self, model: Any, folder: str) -> None:
+        """SIM-CoT's decoder, with what decoding a thought needs (the thoughts a question gets at inference)."""
+        if self.supervision is not None:
+            save_decoder(model, folder, self.supervision.settings(self.schedule.layout.latent_thoughts))
+
+    def load_files(self, model: Any, folder: str) -> None:
+        if self.supervision is not None:
+            load_decoder(folder, model)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -42,6 +42,20 @@ class LatentProjection(nn.Sequential):
         if layer_norm:
             self.add_module("ln", nn.LayerNorm(hidden_size))
         self.settings = {"hidden_size": hidden_size, "width": width, "dropout": dropout, "layer_norm": layer_norm}
+
+
+class LatentStates(NamedTuple):
+    """What :func:`latent_hidden_states` computes over a latent batch."""
+
+    #: ``(B, T, H)``: the last hidden state of every position.
+    hidden: torch.Tensor
+    #: The last pass's per-layer states (embeddings first), each ``(B, T_last, H)`` from the last latent column; or
+    #: None unless asked for.
+    layers: tuple[torch.Tensor, ...] | None
+    #: The KV cache (None without latent columns unless asked for).
+    cache: DynamicCache | None
+    #: ``(B, T, H)``: the input embeddings the decoder read, each latent slot's the thought fed there.
+    embeds: torch.Tensor
 
 
 def causal_lm_of(model: nn.Module) -> nn.Module:
@@ -101,7 +115,7 @@ def latent_hidden_states(
     projection: nn.Module | None = None,
     all_layers: bool = False,
     keep_cache: bool = False,
-) -> tuple[torch.Tensor, tuple[torch.Tensor, ...] | None, DynamicCache | None]:
+) -> LatentStates:
     """Run ``lm``'s decoder over a latent batch, feeding back one latent column per pass.
 
     Args:
@@ -112,9 +126,9 @@ def latent_hidden_states(
         keep_cache: return a KV cache even without latent columns (generation continues from it).
 
     Returns:
-        ``(hidden, layers, cache)``: the last hidden states ``(B, T, H)``, the last pass's per-layer states (each
-        ``(B, T_last, H)``, starting at the last latent column) or None, and the KV cache (None without latent
-        columns unless ``keep_cache``).
+        :class:`LatentStates`: the last hidden states, the last pass's per-layer states or None, the KV cache, and
+        the input embeddings with the thoughts fed back (what SIM-CoT's decoder reads,
+        :mod:`hf_icot.methods.simcot`).
     """
     decoder = lm.get_decoder()
     embeds = lm.get_input_embeddings()(input_ids)  # (B, T, H)
@@ -148,7 +162,7 @@ def latent_hidden_states(
     )
     pieces.append(out.last_hidden_state)
     hidden = torch.cat(pieces, dim=1) if len(pieces) > 1 else pieces[0]
-    return hidden, (out.hidden_states if all_layers else None), cache
+    return LatentStates(hidden, out.hidden_states if all_layers else None, cache, embeds)
 
 
 def jacobi_hidden_states(

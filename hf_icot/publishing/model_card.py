@@ -300,7 +300,10 @@ def describe_run(trainer: Any) -> dict[str, Any]:
 
     args, model = trainer.args, trainer.accelerator.unwrap_model(trainer.model)
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    n_params = sum(p.numel() for p in base.parameters())
+    # The model that answers: a module the method trains beside it and never runs to answer (SIM-CoT's decoder) is
+    # left out of the count, as it is out of model.safetensors.
+    beside = {id(p) for module in trainer.method.training_only_modules(model) for p in module.parameters()}
+    n_params = sum(p.numel() for p in base.parameters() if id(p) not in beside)
     size = f"{n_params / 1e6:.1f}M" if n_params >= 1e6 else f"{n_params / 1e3:.1f}K"
     layers, width = getattr(base.config, "n_layer", None), getattr(base.config, "n_embd", None)
     shape = f", {layers} layers, {width} wide" if layers and width else ""

@@ -76,6 +76,11 @@ class ScheduleArguments:
     # hf_icot.curriculum.latent.PCCoT
     num_latent_tokens: int = field(default=6, metadata=option_metadata("num_latent_tokens"))
     num_iterations: int = field(default=6, metadata=option_metadata("num_iterations"))
+    # hf_icot.methods.simcot.SIMCoTConfig
+    simcot: bool = field(default=False, metadata=option_metadata("simcot"))
+    simcot_loss_factor: float = field(default=1.0, metadata=option_metadata("simcot_loss_factor"))
+    simcot_decoder: str | None = field(default=None, metadata=option_metadata("simcot_decoder"))
+    simcot_prompt: str | None = field(default=None, metadata=option_metadata("simcot_prompt"))
     # hf_icot.methods.coconut.CoconutConfig
     latent_token_init: str | None = field(default=None, metadata=option_metadata("latent_token_init"))
     # hf_icot.methods.codi.CODIConfig

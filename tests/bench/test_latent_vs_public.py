@@ -60,3 +60,20 @@ def test_pccot_help_and_a_missing_checkout(tmp_path):
     assert missing.stderr.strip() == (
         f"error: --pccot '{tmp_path}' has no models/modeling_gpt2.py; give a checkout of whyNLP/PCCoT."
     )
+
+
+def test_simcot_help_and_a_missing_checkout(tmp_path):
+    """bench/latent_vs_public/simcot.py (SIM-CoT's model classes): its help, and a checkout without its files named in
+    one line before any work."""
+    command = [sys.executable, "-m", "bench.latent_vs_public.simcot"]
+    shown = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert shown.returncode == 0 and "--simcot" in shown.stdout and "--steps" in shown.stdout
+    (tmp_path / "Coconut").mkdir()
+    (tmp_path / "Coconut" / "coconut.py").write_text("")
+    missing = subprocess.run(
+        [*command, "--simcot", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        f"error: --simcot '{tmp_path}' has no Coconut/dataset.py; give a checkout of InternLM/SIM-CoT."
+    )

@@ -102,9 +102,9 @@ def test_latent_forward_and_coconut_loss_equal_a_slow_loop_without_cache(task, t
     assert kept == [6, 4, 0, 3, 5]  # the CoT tokens each row keeps (one token per step here)
     latent_id = renderer.tokens.latent
     with torch.no_grad():
-        hidden, _, _ = latent_hidden_states(
+        hidden = latent_hidden_states(
             lm, batch["input_ids"], batch["attention_mask"], batch["position_ids"], latent_id
-        )
+        ).hidden
         loss = coconut_loss(lm, latent_id=latent_id, **{k: v for k, v in batch.items()}).loss
         slow = []
         for row, (ids, labels) in enumerate(real_rows(batch)):

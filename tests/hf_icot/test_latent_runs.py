@@ -1,5 +1,5 @@
 """Coconut, CODI and PCCoT runs as clusters treat them: killed (SIGKILL) or preempted (SIGTERM) mid-stage and resumed,
-they end at the uninterrupted run's weights (CODI's and PCCoT's projections included); two processes under
+they end at the uninterrupted run's weights (CODI's and PCCoT's projections and SIM-CoT's decoder included); two processes under
 ``accelerate launch``; a resumed run with other latent settings is refused naming the setting."""
 
 import json
@@ -26,20 +26,23 @@ def assert_same_weights(expected_folder, got_folder):
 
 
 @pytest.mark.parametrize(
-    ("schedule", "stop"),
+    ("schedule", "stop", "simcot"),
     [
-        ("coconut", "--kill_at_step"),
-        ("codi", "--term_at_step"),
-        ("pccot", "--kill_at_step"),
-        pytest.param("coconut", "--term_at_step", marks=pytest.mark.slow),
-        pytest.param("codi", "--kill_at_step", marks=pytest.mark.slow),
-        pytest.param("pccot", "--term_at_step", marks=pytest.mark.slow),
+        ("coconut", "--kill_at_step", False),
+        ("codi", "--term_at_step", False),
+        ("pccot", "--kill_at_step", False),
+        ("coconut", "--kill_at_step", True),
+        ("codi", "--term_at_step", True),
+        pytest.param("coconut", "--term_at_step", False, marks=pytest.mark.slow),
+        pytest.param("codi", "--kill_at_step", False, marks=pytest.mark.slow),
+        pytest.param("pccot", "--term_at_step", False, marks=pytest.mark.slow),
     ],
 )
-def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp_path, schedule, stop):
+def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp_path, schedule, stop, simcot):
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     # 7 steps per epoch, a checkpoint every 4 steps: step 10 is mid-stage (Coconut's stage 1 is steps 7-13).
-    runs = [launch(whole, "--schedule", schedule), launch(stopped, "--schedule", schedule, stop, "10")]
+    flags = ["--schedule", schedule, *(["--simcot"] if simcot else [])]
+    runs = [launch(whole, *flags), launch(stopped, *flags, stop, "10")]
     expected_status = -signal.SIGKILL if stop == "--kill_at_step" else 75
     assert [run.wait(timeout=300) for run in runs] == [0, expected_status], (stopped / "stdout.txt").read_text()[
         -2000:
@@ -52,10 +55,15 @@ def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp
     projected = schedule in ("codi", "pccot")
     if projected:
         assert (checkpoint / "latent_projection.safetensors").is_file()
-    resumed = launch(stopped, "--schedule", schedule, "--resume", str(checkpoint))
+    assert (checkpoint / "simcot_decoder" / "model.safetensors").is_file() == simcot
+    resumed = launch(stopped, *flags, "--resume", str(checkpoint))
     assert resumed.wait(timeout=300) == 0, (stopped / "stdout.txt").read_text()[-3000:]
     got = assert_same_weights(whole, stopped)
     assert any(name.startswith("latent_projection.") for name in got) == projected
+    assert any(name.startswith("simcot_decoder.") for name in got) == simcot
+    if simcot:  # the step term was trained and logged in both halves of the stopped run
+        logged = [entry for entry in json.loads((stopped / "log-rank0.json").read_text()) if "loss" in entry]
+        assert any("simcot/step_ce" in entry for entry in logged)
     assert schedule_log(stopped) == schedule_log(whole)  # same stages, resets and per-example latent plans
     if schedule == "coconut":
         log = schedule_log(whole)
@@ -63,6 +71,8 @@ def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp
         assert {tuple(plan) for plan in log[9]["plans"]} >= {(1, 2)}  # stage 1: one step as c = 2 thoughts
 
     # A resumed run with other latent settings is refused, naming the setting.
+    if simcot:
+        return
     other = build_trainer(tmp_path / "other", schedule=schedule)
     changed = {"coconut": "c_thought", "codi": "num_latent", "pccot": "num_iterations"}[schedule]
     before = getattr(other.schedule, changed)
@@ -71,9 +81,14 @@ def test_a_latent_run_stopped_mid_stage_resumes_to_the_uninterrupted_weights(tmp
         other.train(resume_from_checkpoint=str(checkpoint))
 
 
-@pytest.mark.parametrize("schedule", ["coconut", "pccot", pytest.param("codi", marks=pytest.mark.slow)])
-def test_two_process_latent_runs_keep_their_replicas_identical(tmp_path, schedule):
-    launch_two_processes(tmp_path, "--max_steps", "8", "--save_steps", "100", "--schedule", schedule)
+@pytest.mark.parametrize(
+    ("schedule", "simcot"),
+    [("coconut", False), ("coconut", True), ("pccot", False), pytest.param("codi", False, marks=pytest.mark.slow),
+     pytest.param("codi", True, marks=pytest.mark.slow)],
+)  # fmt: skip
+def test_two_process_latent_runs_keep_their_replicas_identical(tmp_path, schedule, simcot):
+    flags = ["--schedule", schedule, *(["--simcot"] if simcot else [])]
+    launch_two_processes(tmp_path, "--max_steps", "8", "--save_steps", "100", *flags)
     logs = [[json.loads(line) for line in (tmp_path / f"schedule-rank{rank}.jsonl").read_text().splitlines()]
             for rank in (0, 1)]  # fmt: skip
     assert logs[0] == logs[1] and len(logs[0]) == 8
@@ -85,3 +100,6 @@ def test_two_process_latent_runs_keep_their_replicas_identical(tmp_path, schedul
     assert any("loss" in entry for entry in history)
     if schedule != "coconut":
         assert any(f"{schedule}/distill" in entry for entry in history)
+    if simcot:  # the decoder trained on both processes, to the same weights (stage 1 begins at step 4 here)
+        assert any(name.startswith("simcot_decoder.") for name in weights[0])
+        assert any("simcot/step_ce" in entry for entry in history)

@@ -56,6 +56,11 @@ def test_the_registry_names_each_method_by_its_schedule_and_token_removal_runs_t
     assert isinstance(method, PCCoTMethod) and method.config == PCCoTConfig(loss_gamma=20.0, use_layerwise_std=False)
     assert (method.schedule.num_latent_tokens, method.schedule.num_iterations) == (24, 3)
     assert method.schedule.layout.latent_iterations == 3 and method.schedule.layout.latent_slots(5) == 24
+    # SIM-CoT's options are declared once (hf_icot/methods/simcot.py) and every latent method reads them.
+    simcot = method_options()["simcot"]
+    assert simcot.help.startswith("coconut/codi: add SIM-CoT") and set(simcot.fields) == {"coconut", "codi"}
+    args = config(tmp_path, schedule="coconut", simcot=True, simcot_loss_factor=0.5)
+    assert method_from_config(args, schedule_from_config(args)).config.simcot_loss_factor == 0.5
 
 
 def test_no_method_is_named_by_type_outside_its_own_file():

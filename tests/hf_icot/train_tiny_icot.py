@@ -13,7 +13,8 @@ process group's DDP wrapper was freed by ``ICoTTrainer.end_processes`` to ``OUT/
 ``--leave_teardown_to_exit`` the script does not call it, keeps the trainer alive, and records at exit what
 ICoTTrainer's exit handler left).
 ``--kill_at_step K`` SIGKILLs the process when step K begins; ``--term_at_step K`` sends it SIGTERM then (a preemption:
-the run saves a checkpoint after the step and exits 75). ``--schedule coconut|codi|pccot`` trains a latent method.
+the run saves a checkpoint after the step and exits 75). ``--schedule coconut|codi|pccot`` trains a latent method,
+``--simcot`` with SIM-CoT's step supervision (its decoder's weights are among the final ones).
 """
 
 from __future__ import annotations
@@ -91,7 +92,12 @@ LATENT = {
 
 
 def build_trainer(
-    out: Path, max_steps: int = 24, save_steps: int = 4, remove_per_epoch: float = 3, schedule: str = "stepwise"
+    out: Path,
+    max_steps: int = 24,
+    save_steps: int = 4,
+    remove_per_epoch: float = 3,
+    schedule: str = "stepwise",
+    simcot: bool = False,
 ) -> ICoTTrainer:
     """The run every launch of this script makes: seeds fixed, so runs are comparable."""
     train, _ = counting_examples(length=6, n_test=8)  # 56 examples: 7 steps of 8 per epoch on one process
@@ -103,6 +109,7 @@ def build_trainer(
         schedule=schedule,
         remove_per_epoch=remove_per_epoch,
         **(ADAPTIVE if schedule == "adaptive" else LATENT.get(schedule, {})),
+        **({"simcot": True} if simcot else {}),
         removal_smoothing_lambda=0.2,
         reset_optimizer=True,
         max_steps=max_steps,
@@ -130,11 +137,14 @@ def main() -> None:
     parser.add_argument("--save_steps", type=int, default=4)
     parser.add_argument("--leave_teardown_to_exit", action="store_true")
     parser.add_argument("--schedule", default="stepwise", choices=["stepwise", "adaptive", *LATENT])
+    parser.add_argument("--simcot", action="store_true", help="SIM-CoT's step supervision (a latent schedule)")
     options = parser.parse_args()
     torch.set_num_threads(1)
     if options.leave_teardown_to_exit:  # registered first, so it runs after ICoTTrainer's own exit handler
         atexit.register(record_teardown_at_exit, options.out)
-    trainer = build_trainer(options.out, options.max_steps, options.save_steps, schedule=options.schedule)
+    trainer = build_trainer(
+        options.out, options.max_steps, options.save_steps, schedule=options.schedule, simcot=options.simcot
+    )
     rank = trainer.args.process_index
     trainer.add_callback(
         ScheduleLog(trainer, options.out / f"schedule-rank{rank}.jsonl", options.kill_at_step, options.term_at_step)

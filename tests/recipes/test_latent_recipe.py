@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from hf_icot.curriculum import build_schedule
 from hf_icot.evaluation.generation_accuracy import evaluate_generation
@@ -134,3 +135,63 @@ def test_bad_latent_options_through_the_recipe(tiny_gpt2: Path, tmp_path: Path, 
     from tests.recipes.test_recipe_errors import _error
 
     assert message in _error(recipe_args(tiny_gpt2, tmp_path / "out", *flags))
+
+
+@pytest.mark.parametrize(("family", "method"), [("gpt2", "codi"), ("llama", "coconut")])
+def test_simcot_through_the_recipe_with_lora(family, method, tiny_gpt2, tmp_path, capture_saved_model):
+    """SIM-CoT on a LoRA run through the recipe (GPT-2 with CODI on multiplication; a Llama built from its config with
+    Coconut on counting): the decoder starts as the base weights without the adapter, trains in full beside the
+    adapter (as SIM-CoT's CODI path trains its decoder outside LoRA), is saved beside the adapter and reads the
+    thoughts of the saved run; the adapter's model answers as evaluation did, the decoder never loaded."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from hf_icot.methods.simcot import decoder_of
+    from hf_icot.methods.simcot_decoding import decode_thoughts, load_simcot_run
+
+    output = tmp_path / "run"
+    lora = ["--use_peft", "--lora_r", "4", "--simcot", "true"]
+    if family == "gpt2":
+        model = tiny_gpt2
+        argv = recipe_args(model, output, *LATENT_FLAGS[method], *lora, "--max_steps", "6")
+        from datasets_builder import registry
+
+        params = registry.make_params("multiplication", **TASK_ARGS)
+        question = registry.get_task("multiplication").build(params)["test"][0]["question"]
+    else:
+        from hf_icot.cot import render_line
+        from hf_icot.data.tokenization import build_word_level_tokenizer
+        from tests.recipes.test_model_families import counting_examples, save_tiny_model
+
+        train, held_out = counting_examples(length=8, n_test=16)
+        folder = tmp_path / "counting"
+        folder.mkdir()
+        for stem, rows in {
+            "train": train.select(range(64)),
+            "valid": held_out.select(range(8)),
+            "test": held_out,
+        }.items():
+            (folder / f"{stem}.txt").write_text("".join(render_line(row) + "\n" for row in rows), encoding="utf-8")
+        model = save_tiny_model(family, tmp_path / family, build_word_level_tokenizer([train, held_out]))
+        argv = recipe_args(model, output, *LATENT_FLAGS["coconut"], *lora, "--max_steps", "8")
+        at = argv.index("--task")
+        argv[at : at + 4] = ["--task", "reference_text", "--task_args", json.dumps({"path": [str(folder)]})]
+        question = held_out[0]["question"]
+    metrics = run_recipe(argv)
+    assert "test/latent/answer_em" in metrics
+    assert (output / "adapter_config.json").is_file() and (output / "simcot_decoder" / "simcot.json").is_file()
+    trained = capture_saved_model[-1]
+    decoder = decoder_of(trained)
+    assert not any("lora_" in name for name, _ in decoder.named_parameters())
+    unused = {id(decoder.get_input_embeddings().weight)} - {id(decoder.get_output_embeddings().weight)}
+    assert all(p.requires_grad for p in decoder.parameters() if id(p) not in unused)  # all of it, beside LoRA
+    original = AutoModelForCausalLM.from_pretrained(model).state_dict()
+    saved = load_file(output / "simcot_decoder" / "model.safetensors")
+    moved = [name for name in saved if name in original and saved[name].shape == original[name].shape
+             and not torch.equal(saved[name], original[name])]  # fmt: skip
+    assert moved, "the decoder did not train"
+    reloaded, tokenizer = load_latent_model(str(output))
+    assert decoder_of(reloaded) is None
+    model_, tokenizer_, settings = load_simcot_run(str(output))
+    texts = decode_thoughts(model_, tokenizer_, [question], settings, max_new_tokens=3)[0]
+    assert len(texts) == settings["latent_thoughts"] // settings["thoughts_per_step"] + settings["after_last"]

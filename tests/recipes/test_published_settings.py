@@ -1,6 +1,7 @@
 """Every published setting has its config (recipes/configs/coconut_*.yaml, codi_gsm8k_aug_*.yaml,
-pccot_gsm8k_aug_gpt2.yaml), and each runs two steps on the CPU through the recipe with a model of its shape built from
-its config (GPT-2 small's; Llama-3.2-1B's width with 2 of its 16 layers), random weights, its own data format (a few
+pccot_gsm8k_aug_gpt2.yaml, and SIM-CoT's on Coconut and CODI, simcot_*_gsm8k*.yaml), and each runs two steps on the CPU
+through the recipe with a model of its shape built from its config (GPT-2 small's; Llama-3.2-1B's width with 2 of its
+16 layers), random weights, its own data format (a few
 rows written here in the authors' JSON layout), its LoRA, projection and dtype. One setting per method runs in the
 default suite, the others under `-m slow`."""
 
@@ -27,6 +28,8 @@ SETTINGS = {
     "codi_gsm8k_aug_nl_gpt2": "gpt2",
     "codi_gsm8k_aug_llama1b": "llama1b",
     "pccot_gsm8k_aug_gpt2": "gpt2",
+    "simcot_coconut_gsm8k": "gpt2",
+    "simcot_codi_gsm8k_aug_gpt2": "gpt2",
 }
 
 
@@ -95,12 +98,14 @@ def test_every_published_setting_has_a_config_that_says_what_it_mirrors() -> Non
         text = (CONFIGS / f"{name}.yaml").read_text(encoding="utf-8")
         header = text.split("\n\n")[0]
         assert "PAPER'S FIGURE:" in header and "AUTHORS' COMPUTE:" in header and "WHERE IT DIFFERS" in header, name
-        assert any(repo in header for repo in ("facebookresearch/coconut", "zhenyi4/codi", "whyNLP/PCCoT")), name
+        assert any(
+            repo in header for repo in ("facebookresearch/coconut", "zhenyi4/codi", "whyNLP/PCCoT", "InternLM/SIM-CoT")
+        ), name
 
 
-#: In the default suite: one setting per method (start stage, marker rows, LoRA, projection, bfloat16 weights); the
-#: others (about 30 s each at GPT-2 small's shape) under `-m slow`.
-DEFAULT = ("coconut_gsm8k", "codi_gsm8k_aug_gpt2", "pccot_gsm8k_aug_gpt2")
+#: In the default suite: one setting per method (start stage, marker rows, LoRA, projection, bfloat16 weights, SIM-CoT's
+#: decoder beside LoRA); the others (about 30 s each at GPT-2 small's shape) under `-m slow`.
+DEFAULT = ("coconut_gsm8k", "codi_gsm8k_aug_gpt2", "simcot_codi_gsm8k_aug_gpt2")
 
 
 @pytest.mark.parametrize(
@@ -118,11 +123,16 @@ def test_a_published_setting_runs_two_steps_on_the_cpu(name: str, models, tmp_pa
         "--max_steps", "2", "--per_device_train_batch_size", "2", "--per_device_eval_batch_size", "4",
         "--max_new_tokens", "4", "--save_strategy", "no", "--use_cpu", "true", "--logging_steps", "1",
     ]  # fmt: skip
-    if name == "coconut_gsm8k":  # starts from a CoT checkpoint; here the random model stands in for it
+    if name in ("coconut_gsm8k", "simcot_coconut_gsm8k"):  # starts from a checkpoint: the random model stands in
         argv += ["--base_model_hub_id", "gpt2"]
+    if values.get("simcot_decoder"):  # SIM-CoT's decoder from the pretrained model: here the same stand-in
+        argv += ["--simcot_decoder", str(models[SETTINGS[name]])]
     metrics = run_recipe(argv)
     log = json.loads((tmp_path / "run" / "training_log.json").read_text(encoding="utf-8"))
     rows = log if isinstance(log, list) else log.get("log_history", log)
     losses = [entry["loss"] for entry in rows if "loss" in entry]
     assert losses and all(torch.isfinite(torch.tensor(losses))), losses
     assert any(key.endswith("latent/answer_em") for key in metrics), sorted(metrics)
+    if values.get("simcot"):  # its step term trained and logged; its decoder beside the model, never in it
+        assert any("simcot/step_ce" in entry for entry in rows), rows
+        assert (tmp_path / "run" / "simcot_decoder" / "simcot.json").is_file()
