@@ -117,6 +117,25 @@ SETTINGS = {
 }  # fmt: skip
 
 
+#: What each variant is: (dropout: GPT-2's 0.1 and CODI's LoRA 0.1, else none; bfloat16 weights and autocast).
+VARIANTS = {
+    "exact": (False, False),
+    "padded": (False, False),
+    "dropout": (True, False),
+    "bf16": (False, True),
+    "published": (True, True),
+}
+
+
+def has_dropout(variant: str) -> bool:
+    return VARIANTS[variant][0]
+
+
+def in_bf16(variant: str, method: str = "codi") -> bool:
+    """bfloat16 for CODI's variants that say so (Coconut's published runs are float32)."""
+    return VARIANTS[variant][1] and method == "codi"
+
+
 # -- rows ------------------------------------------------------------------------------------------------------------
 
 NAMES = ["Tom", "Ann", "Sam", "Mia", "Lee", "Ava", "Max", "Zoe"]
@@ -169,9 +188,10 @@ def prontoqa_rows(n: int, seed: int) -> list[dict]:
 
 
 def prosqa_rows(coconut_repo: Path, n: int) -> list[dict]:
-    """The ``n`` shortest rows of Coconut's own ``data/prosqa_valid.json`` with one of its 6-step rows among them
-    (our config's ``max_latent_stage`` 6 needs a CoT that long)."""
-    rows = json.loads((coconut_repo / "data" / "prosqa_valid.json").read_text())
+    """The ``n`` shortest rows of Coconut's own ``data/prosqa_valid.json`` and ``prosqa_test.json`` with one of its
+    6-step rows second (our config's ``max_latent_stage`` 6 needs a CoT that long)."""
+    rows = [row for split in ("valid", "test") for row in json.loads((coconut_repo / "data" / f"prosqa_{split}.json")
+                                                                       .read_text())]  # fmt: skip
     rows = sorted(rows, key=lambda row: len(row["question"]))
     six = next(row for row in rows if len(row["steps"]) >= 6)
     chosen = [row for row in rows if row is not six][: n - 1]
@@ -270,15 +290,17 @@ class Workspace:
 
 
 def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: dict, rows_per_file: int,
-            codi_rows_needed: int, vocabulary: int = GPT2_VOCABULARY) -> Workspace:  # fmt: skip
-    """Write the rows (``rows_per_file`` per Coconut file) and save the models of ``methods`` into ``root``."""
+            codi_rows_needed: int, vocabulary: int = GPT2_VOCABULARY,
+            codi_files: tuple[str, ...] = ("codi", "codi_padded")) -> Workspace:  # fmt: skip
+    """Write the rows (``rows_per_file`` per Coconut file; ``codi_rows_needed`` in each of ``codi_files``: ``codi``
+    its questions of one length, ``codi_padded`` of different lengths) and save the models of ``methods`` into
+    ``root``. Without Coconut's checkout, ProsQA's rows are ProntoQA-like ones (another draw)."""
     from hf_icot.curriculum.layout import LATENT_TOKEN, LATENT_TOKENS
 
     work = Workspace(root)
     arithmetic = arithmetic_rows(max(400, 4 * codi_rows_needed), seed=1)
     coconut = {"gsm": arithmetic[:rows_per_file], "prontoqa": prontoqa_rows(rows_per_file, seed=2)}
-    if coconut_repo is not None:
-        coconut["prosqa"] = prosqa_rows(coconut_repo, rows_per_file)
+    coconut["prosqa"] = prosqa_rows(coconut_repo, rows_per_file) if coconut_repo else prontoqa_rows(rows_per_file, 3)
     texts = [row["question"] + "\n" + "\n".join(row["steps"]) + "\n### " + row["answer"] for row in arithmetic]
     texts += [f"{row['question']} {row['cot']} The answer is: {row['answer']}" for row in arithmetic]
     for rows in coconut.values():
@@ -300,10 +322,9 @@ def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: di
             save_model(folder, kind, len(tokenizer), tokenizer.eos_token_id, shapes[kind])
             tokenizer.add_special_tokens({"pad_token": "[PAD]"})
             tokenizer.save_pretrained(folder)
-        for same_length, name in ((True, "codi"), (False, "codi_padded")):
-            work.files[name] = write_rows(
-                root / name, name, codi_rows(arithmetic, tokenizer, codi_rows_needed, same_length)
-            )
+        for name in codi_files:
+            rows = codi_rows(arithmetic, tokenizer, codi_rows_needed, same_length=name == "codi")
+            work.files[name] = write_rows(root / name, name, rows)
     return work
 
 
@@ -524,7 +545,7 @@ def their_codi(repo: Path, setting: Setting, folder: Path, rows: list[dict], bat
     model_module = sys.modules["src.model"]
     record = record or Record()
     captured: dict[str, Any] = {}
-    bf16 = variant == "bf16"
+    bf16 = in_bf16(variant)
     loader = model_module.AutoModelForCausalLM
 
     class Loader:  # its dtype: float16 without --bf16 (float32 here), bfloat16 with it (kept)
@@ -537,7 +558,7 @@ def their_codi(repo: Path, setting: Setting, folder: Path, rows: list[dict], bat
     lora_config = module.LoraConfig
 
     def lora(**kwargs):  # its LoRA dropout is fixed at 0.1 in train.py
-        return lora_config(**{**kwargs, "lora_dropout": kwargs["lora_dropout"] if variant != "exact" else 0.0})
+        return lora_config(**{**kwargs, "lora_dropout": kwargs["lora_dropout"] if has_dropout(variant) else 0.0})
 
     base = module.CustomTrainer
 
@@ -591,8 +612,8 @@ def our_arguments(setting: Setting, folder: Path, train_file: Path, output: Path
         "--report_to", "none", "--disable_tqdm", "true",
     ]  # fmt: skip
     if setting.method == "codi":
-        argv += ["--bf16", *cpu_bf16(True)] if variant == "bf16" else ["--dtype", "float32"]
-        if variant == "exact" or variant == "padded":
+        argv += ["--bf16", *cpu_bf16(True)] if in_bf16(variant) else ["--dtype", "float32"]
+        if not has_dropout(variant):
             argv += ["--lora_dropout", "0.0"]
     return argv + (extra or [])
 
@@ -693,7 +714,7 @@ def compare(args: argparse.Namespace, key: str, variant: str, work: Workspace) -
     steps = args.steps or setting.steps
     if setting.method == "coconut":
         folder, train_file = work.folders["coconut"], work.files[setting.rows]
-        set_dropout(folder, 0.1 if variant == "dropout" else 0.0)
+        set_dropout(folder, 0.1 if has_dropout(variant) else 0.0)
         theirs = their_coconut(args.coconut, setting, folder, train_file, args.batch_size, steps, seed)
         gc.collect()
         argv = our_arguments(setting, folder, train_file, work.root / f"ours-{key}-{variant}", steps,
@@ -702,7 +723,7 @@ def compare(args: argparse.Namespace, key: str, variant: str, work: Workspace) -
     else:
         folder = work.folders["codi-llama" if "llama" in key else "codi-gpt2"]
         train_file = work.files["codi_padded" if variant == "padded" else "codi"]
-        set_dropout(folder, 0.1 if variant == "dropout" else 0.0)
+        set_dropout(folder, 0.1 if has_dropout(variant) else 0.0)
         rows = json.loads(train_file.read_text())
         theirs, state = their_codi(args.codi, setting, folder, rows, args.codi_batch_size, steps, seed, variant)
         gc.collect()
