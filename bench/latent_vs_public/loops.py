@@ -46,12 +46,18 @@ added token, and our ``<|start-latent|>`` / ``<|end-latent|>`` come right after 
 (its ``<|latent|>`` slot is a token of the base vocabulary). CODI's initial weights (the resized rows, LoRA, the
 projection), drawn inside its ``CODI`` class, are copied into our model before training.
 
-Variants: ``exact`` (no dropout, float32), ``dropout`` (GPT-2's dropout 0.1; CODI: also its LoRA dropout 0.1) and, for
-CODI, ``bf16`` (its bfloat16 weights and ``--bf16`` autocast; ours ``dtype bfloat16`` and ``--bf16``) and
-``padded`` (``exact`` with questions of different lengths: CODI attends to its left padding and counts positions
-from the first column; ours masks it). Printed: per setting and variant, the largest gap between the two losses over
-the steps, and whether every step's batch was the same. ``--cost`` measures seconds per step and peak memory of each
-side in a fresh process per measurement.
+Variants (:data:`VARIANTS`): ``exact`` (no dropout, float32); for Coconut ``float64`` (``exact`` with the weights,
+and so the whole computation and AdamW, in float64: both sides load the folder as saved; our ``--dtype`` takes no
+float64, so CODI's configs, which name a dtype, cannot run it); ``dropout`` (GPT-2's dropout 0.1, and CODI's LoRA
+dropout 0.1, float32); for CODI ``bf16`` (no dropout; its bfloat16 weights under ``--bf16`` autocast, ours ``dtype
+bfloat16`` and ``--bf16``, ``--use_cpu`` on a machine without a GPU) and ``padded`` (``exact`` on questions of
+different lengths: CODI attends to its left padding and counts positions from the first column, ours masks it and
+counts from each row's first token); ``published`` (each setting's own: Coconut ``dropout``, CODI dropout and
+bfloat16) is what ``device_slices.py`` runs. The CODI rows of the other variants have questions of one length in
+tokens (its left padding is the one place where its batches and ours are meant to differ); their CoTs and answers
+differ in length, so its decoder and teacher are right-padded. Printed: per setting and variant, the largest gap
+between the two losses over the steps, and whether every step's batch was the same on both sides. ``--cost`` measures
+seconds per step and peak memory of each side, each in a fresh process.
 """
 
 from __future__ import annotations
@@ -105,11 +111,11 @@ class Setting:
 
 SETTINGS = {
     "coconut_gsm8k": Setting("Coconut GSM8K", "coconut", "coconut_gsm8k.yaml", "args/gsm_coconut.yaml", "gsm", 8,
-                             ("exact", "dropout")),
+                             ("exact", "float64", "dropout")),
     "coconut_prosqa": Setting("Coconut ProsQA", "coconut", "coconut_prosqa.yaml", "args/prosqa_coconut.yaml",
-                              "prosqa", 12, ("exact", "dropout")),
+                              "prosqa", 12, ("exact", "float64", "dropout")),
     "coconut_prontoqa": Setting("Coconut ProntoQA", "coconut", "coconut_prontoqa.yaml", "args/prontoqa_coconut.yaml",
-                                "prontoqa", 12, ("exact", "dropout")),
+                                "prontoqa", 12, ("exact", "float64", "dropout")),
     "codi_gsm8k_aug_gpt2": Setting("CODI GSM8k-Aug, GPT-2", "codi", "codi_gsm8k_aug_gpt2.yaml",
                                    "scripts/train_gpt2_gsm8k-aug.sh", "codi", 6, ("exact", "padded", "dropout", "bf16")),
     "codi_gsm8k_aug_llama1b": Setting("CODI GSM8k-Aug, Llama-3.2-1B width", "codi", "codi_gsm8k_aug_llama1b.yaml",
@@ -120,6 +126,7 @@ SETTINGS = {
 #: What each variant is: (dropout: GPT-2's 0.1 and CODI's LoRA 0.1, else none; bfloat16 weights and autocast).
 VARIANTS = {
     "exact": (False, False),
+    "float64": (False, False),
     "padded": (False, False),
     "dropout": (True, False),
     "bf16": (False, True),
@@ -714,6 +721,8 @@ def compare(args: argparse.Namespace, key: str, variant: str, work: Workspace) -
     steps = args.steps or setting.steps
     if setting.method == "coconut":
         folder, train_file = work.folders["coconut"], work.files[setting.rows]
+        if variant == "float64":
+            folder = in_float64(folder)
         set_dropout(folder, 0.1 if has_dropout(variant) else 0.0)
         theirs = their_coconut(args.coconut, setting, folder, train_file, args.batch_size, steps, seed)
         gc.collect()
@@ -739,6 +748,21 @@ def compare(args: argparse.Namespace, key: str, variant: str, work: Workspace) -
         "same_batches": same_batches(theirs.batches, mine.batches),
         "seconds_per_step": {"theirs": theirs.summary()["seconds_per_step"], "ours": mine.summary()["seconds_per_step"]},
     }  # fmt: skip
+
+
+def in_float64(folder: Path) -> Path:
+    """A copy of the model folder with its weights in float64 (both sides load it as saved), made once."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    copy = folder.with_name(folder.name + "-float64")
+    if not copy.exists():
+        AutoModelForCausalLM.from_pretrained(folder).double().save_pretrained(copy)
+        for file in folder.iterdir():
+            if not (copy / file.name).exists():
+                shutil.copy(file, copy / file.name)
+    return copy
 
 
 def machine_line() -> str:
@@ -837,7 +861,9 @@ def main() -> None:
     parser.add_argument("--coconut", type=Path, required=True, help="a checkout of facebookresearch/coconut")
     parser.add_argument("--codi", type=Path, required=True, help="a checkout of zhenyi4/codi")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated keys of SETTINGS")
-    parser.add_argument("--variants", default="exact,padded,dropout,bf16", help="which of each setting's variants")
+    parser.add_argument(
+        "--variants", default="exact,float64,padded,dropout,bf16", help="which of each setting's variants"
+    )
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: each setting's own)")
     parser.add_argument("--batch-size", type=int, default=3, help="Coconut's rows per step (5 rows: 2 steps/epoch)")
     parser.add_argument("--codi-batch-size", type=int, default=2, help="CODI's rows per micro-batch")
