@@ -153,7 +153,9 @@ def exact_strategies(
                 and loss is not None
                 and ours.shape == expected.shape
                 and torch.allclose(ours.float(), expected.float(), rtol=1e-4, atol=1e-5)
-                and torch.allclose(causal_lm_loss(ours, labels, positions), loss.float(), 1e-5, 1e-6, equal_nan=True)
+                and torch.allclose(
+                    causal_lm_loss(ours.float(), labels, positions), loss.float(), 1e-5, 1e-6, equal_nan=True
+                )
             )
             del ours
         return verdicts
