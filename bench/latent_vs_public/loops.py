@@ -841,6 +841,45 @@ def cost_table(args: argparse.Namespace, work: Workspace) -> list[dict[str, Any]
     return results
 
 
+GAP_HEADER = (
+    "| setting | variant | steps | gap at step 1 | largest gap (step) | same batches | loss at step 1, theirs / ours "
+    "| at the last step |\n|---|---|---|---|---|---|---|---|"
+)
+COST_HEADER = (
+    "| case | s/step theirs | s/step ours | theirs / ours | peak RSS MiB theirs | ours | RSS growth in training, "
+    "theirs | ours |\n|---|---|---|---|---|---|---|---|"
+)
+
+
+def gap_row(result: dict[str, Any]) -> str:
+    """A line of the gap table: the losses' gap at the first step and the largest, at which step (from 1)."""
+    gaps = [abs(a - b) for a, b in zip(result["theirs"], result["ours"])]
+    worst = max(range(len(gaps)), key=gaps.__getitem__)
+    first, last = (result["theirs"][0], result["ours"][0]), (result["theirs"][-1], result["ours"][-1])
+    return (
+        f"| {result['setting']} | {result['variant']} | {result['steps']} | {gaps[0]:.1e} | {gaps[worst]:.1e} "
+        f"({worst + 1}) | {result['same_batches']} | {first[0]:.6f} / {first[1]:.6f} | {last[0]:.6f} / {last[1]:.6f} |"
+    )
+
+
+def cost_row(row: dict[str, Any]) -> str:
+    a, b = row["theirs"], row["ours"]
+    grow = [r["peak_rss_mib"] - r["rss_before_mib"] for r in (a, b)]
+    return (
+        f"| {row['case']} | {a['seconds_per_step']:.1f} | {b['seconds_per_step']:.1f} | "
+        f"{a['seconds_per_step'] / b['seconds_per_step']:.2f}x | {a['peak_rss_mib']:.0f} | {b['peak_rss_mib']:.0f} | "
+        f"{grow[0]:.0f} | {grow[1]:.0f} |"
+    )
+
+
+def print_table(results: list[dict[str, Any]]) -> None:
+    """The gap table (results of :func:`compare`) or the cost table (of :func:`cost_table`)."""
+    cost = bool(results) and "case" in results[0]
+    print(COST_HEADER if cost else GAP_HEADER)
+    for result in results:
+        print(cost_row(result) if cost else gap_row(result))
+
+
 def quiet() -> None:
     """No progress bars or warnings from transformers and datasets: the tables are the output."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -858,8 +897,8 @@ def quiet() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--coconut", type=Path, required=True, help="a checkout of facebookresearch/coconut")
-    parser.add_argument("--codi", type=Path, required=True, help="a checkout of zhenyi4/codi")
+    parser.add_argument("--coconut", type=Path, default=None, help="a checkout of facebookresearch/coconut")
+    parser.add_argument("--codi", type=Path, default=None, help="a checkout of zhenyi4/codi")
     parser.add_argument("--settings", default=",".join(SETTINGS), help="comma-separated keys of SETTINGS")
     parser.add_argument(
         "--variants", default="exact,float64,padded,dropout,bf16", help="which of each setting's variants"
@@ -878,10 +917,25 @@ def main() -> None:
         "check of the script (the gaps hold, the seconds mean nothing)",
     )
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="print the table of these results files (with --out: merged into one) and stop",
+    )
     parser.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--workspace", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.from_json:
+        results = [row for path in args.from_json for row in json.loads(path.read_text())]
+        print_table(results)
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=2) + "\n")
+        return
     for flag, path, needed in (("--coconut", args.coconut, "run.py"), ("--codi", args.codi, "train.py")):
+        if path is None:
+            sys.exit(f"error: {flag} is missing; give a checkout of the repository.")
         if not (path / needed).is_file():
             sys.exit(f"error: {flag} {str(path)!r} has no {needed}; give a checkout of the repository.")
     unknown = set(args.settings.split(",")) - set(SETTINGS)
@@ -909,30 +963,18 @@ def main() -> None:
     print(f"machine: {machine_line()}; torch threads {args.threads}", flush=True)
     if args.cost:
         table = cost_table(args, work)
-        print("\n| case | s/step theirs | s/step ours | ratio | peak RSS MiB theirs | ours | growth theirs | ours |")
-        print("|---|---|---|---|---|---|---|---|")
-        for row in table:
-            a, b = row["theirs"], row["ours"]
-            grow = [r["peak_rss_mib"] - r["rss_before_mib"] for r in (a, b)]
-            print(f"| {row['case']} | {a['seconds_per_step']:.1f} | {b['seconds_per_step']:.1f} | "
-                  f"{a['seconds_per_step'] / b['seconds_per_step']:.2f}x | {a['peak_rss_mib']:.0f} | "
-                  f"{b['peak_rss_mib']:.0f} | {grow[0]:.0f} | {grow[1]:.0f} |")  # fmt: skip
+        print_table(table)
         print(f"machine after: {machine_line()}")
         if args.out:
             args.out.write_text(json.dumps(table, indent=2) + "\n")
         return
     wanted = args.variants.split(",")
     results = []
-    print("\n| setting | variant | steps | largest loss gap | same batches | first loss theirs / ours | last |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n" + GAP_HEADER, flush=True)
     for key in keys:
         for variant in [v for v in SETTINGS[key].variants if v in wanted]:
-            result = compare(args, key, variant, work)
-            results.append(result)
-            first, last = (result["theirs"][0], result["ours"][0]), (result["theirs"][-1], result["ours"][-1])
-            print(f"| {result['setting']} | {variant} | {result['steps']} | {result['largest_gap']:.1e} | "
-                  f"{result['same_batches']} | {first[0]:.6f} / {first[1]:.6f} | {last[0]:.6f} / {last[1]:.6f} |",
-                  flush=True)  # fmt: skip
+            results.append(compare(args, key, variant, work))
+            print(gap_row(results[-1]), flush=True)
     print(f"machine after: {machine_line()}")
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -64,3 +64,15 @@ def test_device_slices_dry_run_without_checkouts_writes_our_curves(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["coconut_prontoqa"]["ours"]["steps"] == 2 and "theirs" not in summary["coconut_prontoqa"]
     assert (out / "curves.png").stat().st_size > 10_000
+
+
+def test_loops_reprints_and_merges_its_results_without_checkouts(tmp_path):
+    result = {"setting": "Coconut GSM8K", "variant": "exact", "steps": 3, "theirs": [2.0, 1.5, 1.0],
+              "ours": [2.0, 1.5 + 4e-6, 1.0 + 1e-6], "same_batches": True}  # fmt: skip
+    for name in ("a.json", "b.json"):
+        (tmp_path / name).write_text(json.dumps([result]))
+    shown = run(FOLDER / "loops.py", "--from-json", tmp_path / "a.json", tmp_path / "b.json", "--out", tmp_path / "c")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    row = "| Coconut GSM8K | exact | 3 | 0.0e+00 | 4.0e-06 (2) | True | 2.000000 / 2.000000 | 1.000000 / 1.000001 |"
+    assert shown.stdout.count(row) == 2
+    assert len(json.loads((tmp_path / "c").read_text())) == 2
