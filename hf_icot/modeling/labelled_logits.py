@@ -94,11 +94,13 @@ def causal_lm_loss(
     num_items_in_batch: torch.Tensor | int | None = None,
 ) -> torch.Tensor:
     """The causal-LM cross entropy of the ``(N, V)`` logits at ``positions``: their mean, or with
-    ``num_items_in_batch`` their sum divided by it (gradient accumulation's scaling), as transformers computes it."""
+    ``num_items_in_batch`` their sum divided by it (gradient accumulation's scaling), as transformers computes it.
+    Logits below float32 are raised to it; float64 logits stay float64."""
     targets = labelled_targets(labels, positions).to(logits.device)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))
     if num_items_in_batch is None:
-        return torch.nn.functional.cross_entropy(logits.float(), targets)
-    loss = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
+        return torch.nn.functional.cross_entropy(logits, targets)
+    loss = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(loss.device)
     return loss / num_items_in_batch
@@ -151,7 +153,9 @@ def exact_strategies(
                 and loss is not None
                 and ours.shape == expected.shape
                 and torch.allclose(ours.float(), expected.float(), rtol=1e-4, atol=1e-5)
-                and torch.allclose(causal_lm_loss(ours, labels, positions), loss.float(), 1e-5, 1e-6, equal_nan=True)
+                and torch.allclose(
+                    causal_lm_loss(ours.float(), labels, positions), loss.float(), 1e-5, 1e-6, equal_nan=True
+                )
             )
             del ours
         return verdicts

@@ -215,3 +215,14 @@ def test_a_model_computing_its_own_loss_gets_the_full_computation_said_once(tmp_
     assert len(said) == 1 and "LinearAttentionParityModel gives other logits or another loss" in said[0]
     assert "so the loss uses logits at every position" in said[0]
     assert losses[True] == losses[False] and len(losses[True]) == 4
+
+
+def test_the_loss_keeps_float64_logits_and_raises_lower_precisions_to_float32():
+    labels = torch.tensor([[-100, 3, 1, -100]])
+    positions = predicting_positions(labels)
+    logits = torch.randn(int(positions.sum()), 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    targets = labels[0, 1:][labels[0, 1:] != -100]
+    loss = causal_lm_loss(logits, labels, positions)
+    assert loss.dtype == torch.float64
+    assert torch.equal(loss, torch.nn.functional.cross_entropy(logits, targets))
+    assert causal_lm_loss(logits.bfloat16(), labels, positions).dtype == torch.float32
