@@ -16,7 +16,7 @@ same rows, and the loss of every optimizer step is compared:
   the evaluation after each epoch (no training state changes there).
 * **Theirs, CODI**: its ``train.py``'s ``train()`` itself (its ``HfArgumentParser``, ``CODI`` model class,
   ``SupervisedDataset``, collator and ``CustomTrainer``) with the arguments of its ``scripts/train_*_gsm8k-aug.sh``.
-* **Ours**: the recipe's steps (``recipes/icot_gpt2.py``: :class:`~hf_icot.training.recipe.RecipeRun`, the config's
+* **Ours**: the recipe's steps (``recipes/icot_gpt2.py``: :class:`~hf_icot.command_line.recipe.RecipeRun`, the config's
   schedule, ``latent_json`` data, :func:`~hf_icot.modeling.loading.load_model_for_run`,
   :class:`~hf_icot.training.trainer.ICoTTrainer`) with the setting's YAML, the final evaluation and saving left out.
 
@@ -631,10 +631,10 @@ def ours(argv: list[str], seed: int | None, sequential: bool, record: Record | N
     import torch
 
     from datasets_builder import build_dataset
+    from hf_icot.command_line.arguments import parse_recipe_args
+    from hf_icot.command_line.recipe import RecipeRun
     from hf_icot.modeling.loading import load_model_for_run
-    from hf_icot.training.arguments import parse_recipe_args
     from hf_icot.training.config import schedule_from_config
-    from hf_icot.training.recipe import RecipeRun
     from hf_icot.training.trainer import ICoTTrainer
 
     record = record or Record()
