@@ -71,7 +71,9 @@ def restore_curriculum_state(trainer: Any, saved: dict[str, Any], train_batch_si
     stored = schedule_from_dict(saved["schedule"]).to_dict()
     difference = _difference(f"schedule {stored['name']!r}", stored, trainer.schedule.to_dict())
     if difference is None and "method" in saved:  # checkpoints before 2026-12-07 carry no method options
-        difference = _difference(f"method {trainer.method.name!r}", saved["method"], trainer.method.to_dict())
+        # An option added after the checkpoint was written is at its default there (what the run trained with).
+        stored_method = {**trainer.method.config_class().to_dict(), **saved["method"]}
+        difference = _difference(f"method {trainer.method.name!r}", stored_method, trainer.method.to_dict())
     if difference is not None:
         raise ValueError(f"{difference}; resume with the same curriculum, batch size and seed, or start a new run.")
     trainer._previous_step_without_cot = bool(saved["previous_step_without_cot"])

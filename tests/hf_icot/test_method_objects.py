@@ -124,3 +124,22 @@ def test_coconut_copies_a_named_tokens_rows_into_the_latent_markers(task, tmp_pa
     with pytest.raises(ValueError, match=r"latent_token_init '<<<' is not a token of the tokenizer's vocabulary"):
         ICoTTrainer(model=model, args=config(tmp_path, schedule="coconut", latent_token_init="<<<"),
                     train_dataset=train, processing_class=tokenizer)  # fmt: skip
+
+
+def test_a_checkpoint_written_before_a_method_option_existed_resumes_and_another_value_is_refused(task, tmp_path):
+    """A method option added later (SIM-CoT's on CODI) is at its default in an older checkpoint: that resumes; a
+    checkpoint that trained with another value of an option is refused, naming it."""
+    from hf_icot.runs.run_folder import run_identity
+    from hf_icot.training.curriculum_state import restore_curriculum_state
+
+    train, _, tokenizer = task
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32)
+    trainer = ICoTTrainer(model=model, args=config(tmp_path, schedule="codi", num_latent=2), train_dataset=train,
+                          processing_class=tokenizer)  # fmt: skip
+    older = {key: value for key, value in trainer.method.to_dict().items() if not key.startswith("simcot")}
+    saved = {"schedule": trainer.schedule.to_dict(), "method": older, "previous_step_without_cot": False,
+             "optimizer_resets": 0, "pace": {}, "run": run_identity(trainer.args)}  # fmt: skip
+    restore_curriculum_state(trainer, saved, trainer.args.per_device_train_batch_size)
+    with pytest.raises(ValueError, match="with use_prj True, but this run has use_prj False"):
+        restore_curriculum_state(trainer, {**saved, "method": {**older, "use_prj": True}},
+                                 trainer.args.per_device_train_batch_size)  # fmt: skip
