@@ -47,7 +47,8 @@ def load_simcot_run(name_or_path: str, **from_pretrained: Any) -> tuple[Any, Any
     if not os.path.isdir(name_or_path):  # a Hub repo: its decoder folder only
         from huggingface_hub import snapshot_download
 
-        folder = snapshot_download(name_or_path, allow_patterns=["simcot_decoder/*"], **from_pretrained)
+        revision = from_pretrained.get("revision")
+        folder = snapshot_download(name_or_path, allow_patterns=["simcot_decoder/*"], revision=revision)
     loaded = load_decoder(folder, model)
     if loaded is None:
         raise ValueError(f"{name_or_path} has no simcot_decoder/; decode thoughts of a run trained with simcot true.")
