@@ -26,9 +26,8 @@ from hf_icot.methods.latent_forward import (
     projection_of,
 )
 from hf_icot.modeling.labelled_logits import IGNORE_INDEX
-from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer
-from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
+from tests.hf_icot.tiny_task import counting_examples, latent_config, tiny_gpt2
 
 # -- a slow reference, written from the methods' description: one row at a time, no KV cache, every pass from 0 --
 
@@ -239,13 +238,7 @@ def test_bad_method_options_get_one_sentence(tmp_path, options, message):
 # -- training, saving, generation ----------------------------------------------------------------------------------
 
 
-def config(tmp_path, **overrides):
-    values = dict(
-        output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, learning_rate=3e-3, report_to="none",
-        use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, logging_steps=3,
-    )  # fmt: skip
-    values.update(overrides)
-    return ICoTConfig(**values)
+config = latent_config
 
 
 def test_coconut_trains_stage_by_stage_and_is_evaluated_in_latent_mode(task, tmp_path):

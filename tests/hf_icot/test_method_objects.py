@@ -14,20 +14,14 @@ from hf_icot.methods import METHODS, Method, method_class, method_options
 from hf_icot.methods.coconut import CoconutMethod
 from hf_icot.methods.codi import CODIConfig, CODIMethod
 from hf_icot.methods.pccot import PCCoTConfig, PCCoTMethod
-from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
+from hf_icot.training.config import method_from_config, schedule_from_config
 from hf_icot.training.trainer import ICoTTrainer
-from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
+from tests.hf_icot.tiny_task import counting_examples, latent_config, tiny_gpt2
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hf_icot"
 
 
-def config(tmp_path, **overrides):
-    values = dict(
-        output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, learning_rate=3e-3, report_to="none",
-        use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, logging_steps=3,
-    )  # fmt: skip
-    values.update(overrides)
-    return ICoTConfig(**values)
+config = latent_config
 
 
 @pytest.fixture(scope="module")

@@ -22,9 +22,8 @@ from hf_icot.methods.latent_forward import LatentProjection, attach_projection, 
 from hf_icot.methods.simcot import DECODER_FOLDER, decoder_of, supervision_for
 from hf_icot.methods.simcot_decoding import decode_thoughts, load_simcot_run, main
 from hf_icot.publishing.model_card import describe_run
-from hf_icot.training.config import ICoTConfig
 from hf_icot.training.trainer import ICoTTrainer
-from tests.hf_icot.tiny_task import counting_examples, tiny_gpt2
+from tests.hf_icot.tiny_task import counting_examples, latent_config, tiny_gpt2
 
 ALL = 10**9
 
@@ -171,13 +170,7 @@ def test_each_group_writes_its_step_the_last_every_step_left(task, tmp_path):
 # -- training, saving, generation, reading the thoughts -------------------------------------------------------------
 
 
-def config(tmp_path, **overrides):
-    values = dict(
-        output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, learning_rate=3e-3, report_to="none",
-        use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, logging_steps=3,
-    )  # fmt: skip
-    values.update(overrides)
-    return ICoTConfig(**values)
+config = latent_config
 
 
 @pytest.mark.parametrize(

@@ -72,3 +72,15 @@ def tiny_bpe_tokenizer(texts: list[str], folder: Path) -> GPT2TokenizerFast:
     )
     tokenizer.save_pretrained(folder)
     return AutoTokenizer.from_pretrained(folder)
+
+
+def latent_config(tmp_path: Path, **overrides):
+    """A few-step CPU ``ICoTConfig`` writing to ``tmp_path/run`` (the latent methods' tests), ``overrides`` on top."""
+    from hf_icot.training.config import ICoTConfig
+
+    values = dict(
+        output_dir=str(tmp_path / "run"), per_device_train_batch_size=16, learning_rate=3e-3, report_to="none",
+        use_cpu=True, save_strategy="no", disable_tqdm=True, seed=0, logging_steps=3,
+    )  # fmt: skip
+    values.update(overrides)
+    return ICoTConfig(**values)
