@@ -13,14 +13,19 @@ METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answe
     "codi": ("CODI (self-distilled continuous thoughts)", "latent"),
     "coconut_published": ("Coconut, its run.py's protocol (the optimizer reset at every epoch)", "latent"),
     "codi_published": ("CODI, its scripts' settings (projection, std-divided distillation)", "latent"),
+    "simcot_coconut": ("SIM-CoT on Coconut (step supervision; Coconut's run.py protocol)", "latent"),
+    "simcot_codi": ("SIM-CoT on CODI (step supervision; CODI's scripts' settings)", "latent"),
+    "pccot": ("PCCoT (Jacobi-iterated continuous thoughts)", "latent"),
     "full_cot": ("full CoT (answered with its CoT)", "explicit"),
     "e2e": ("end to end (no CoT ever)", "implicit"),
 }
 INTERNALIZING = ("stepwise", "adaptive", "mixture", "coconut", "codi")  # M0's candidates
 PREMISE = "premise"  # a claim read by make_results.premise (M0), not by make_results.compare
 STABLE = "stable"  # (STABLE, method): a claim read by make_results.stability (M4)
-#: The published-protocol rows are read over 5 seeds (issue 51); the others over 3 as registered.
-SEEDS_OF = {"coconut_published": 5, "codi_published": 5}
+STEP_COST = "step cost"  # a claim read by results.methods.step_cost (P2), not from the league's runs
+#: The published-protocol rows (issue 51) and SIM-CoT's and PCCoT's (issue 53) are read over 5 seeds; the others over
+#: 3 as registered.
+SEEDS_OF = {"coconut_published": 5, "codi_published": 5, "simcot_coconut": 5, "simcot_codi": 5, "pccot": 5}
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class Task:
     measured: str  # what the curves measure, for the notes and the plot's axis
     claims: dict[
         str, str | tuple[str, str]
-    ]  # claim id -> PREMISE, (STABLE, method), or (first, second): d = first - second
+    ]  # claim id -> PREMISE, STEP_COST, (STABLE, method), or (first, second): d = first - second
     labels: dict[str, str] = field(default_factory=dict)  # method -> how this task's table names it (else METHODS)
     borrowed: dict[str, Borrowed] = field(default_factory=dict)
 
@@ -58,6 +63,10 @@ TASKS = {
             "M2-published-parity4": ("codi_published", "coconut_published"),
             "M3-published-parity4": ("codi_published", "full_cot"),
             "M4-parity4": (STABLE, "codi_published"),
+            "S1-parity4": ("simcot_coconut", "coconut_published"),
+            "S2-parity4": ("simcot_codi", "codi_published"),
+            "P1-parity4": ("pccot", "coconut_published"),
+            "P2-parity4": STEP_COST,
         },
         labels={"stepwise": "stepwise removal (the quickstart's pace)", "mixture": "mixture (removed tokens dropped)"},
     ),

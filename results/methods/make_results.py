@@ -22,14 +22,12 @@ end, latent for Coconut and CODI, explicit for full CoT, length hint 0 for count
   short of its seeds goes to ``partial.md`` / ``partial.csv`` instead (its runs still landing);
 * ``curves_<task>.png``: exact match in each method's own mode against training examples, mean over seeds with 95%
   error bars;
-* with ``--ledger``, the verdicts of ``claims.csv`` by its rules, per task: M0 (some method internalizes, end to end
-  stays far below) and M1-M3 (d = one method's mean minus another's, Welch's 95% interval against -0.05), each ``pending``
-  while a run of the methods it reads has no record (checked against ``runs.yaml`` beside ``--runs``) or has fewer
-  than 3 seeds;
+* with ``--ledger``, the verdicts of ``claims.csv`` by its rules (``rules.py``), per task: M0, M1-M3, S1, S2, P1 (d =
+  one method's mean minus another's), M4 (stability), P2 (:mod:`results.methods.step_cost`), each ``pending`` while a
+  run it reads has no record (checked against ``runs.yaml`` beside ``--runs``) or its method is short of its seeds;
 * with ``--readme``, the tables and the curves into that README's generated section (between ``<!-- begin table -->``
   and ``<!-- end table -->``; the prose around it is written by hand).
 
-With no record yet it writes a table saying so and leaves every verdict pending.
 """
 
 from __future__ import annotations
@@ -54,7 +52,8 @@ from hf_icot.studies.report import (
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import stability as stability_of
-from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, TASKS
+from results.methods import step_cost
+from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, STEP_COST, TASKS
 from results.methods.rules import PLATEAU_SHARE, RULES
 
 HERE = Path(__file__).resolve().parent
@@ -337,10 +336,9 @@ def stability(rows: dict[str, dict], claim: str, task: str, method: str, missing
     return {"verdict": decision.verdict, "flag": decision.flag, "seeds": seeds, "ours": ours}
 
 
-def verdicts(
-    by_task: dict[str, dict[str, dict]], missing: dict[tuple[str, str], list[str]] | None = None
-) -> dict[str, dict]:
-    """Every row of claims.csv by its rule (``by_task``: :func:`points` per task; ``missing``: :func:`unrecorded`)."""
+def verdicts(by_task: dict[str, dict], missing: dict | None = None, cost: Path | None = None) -> dict[str, dict]:
+    """Every row of claims.csv by its rule (``by_task``: :func:`points` per task; ``missing``: :func:`unrecorded`;
+    ``cost``: the ``step_cost.json`` P2 reads, None or absent: pending)."""
     missing = missing or {}
     results = {}
     for name, task in TASKS.items():
@@ -348,6 +346,8 @@ def verdicts(
         for claim, rule in task.claims.items():
             if rule == PREMISE:
                 results[claim] = premise(rows, claim, name, missing)
+            elif rule == STEP_COST:
+                results[claim] = step_cost.verdict(cost)
             elif rule[0] == STABLE:
                 results[claim] = stability(rows, claim, name, rule[1], missing)
             else:
@@ -427,9 +427,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
         (args.out / "table.md").write_text(table, encoding="utf-8")
     partial = _write_or_clear([row for row in rows if row not in complete], args.out, "partial")
     if partial:
-        partial = (
-            f"\nShort of {SEEDS} seeds so far, so not in the league table (their runs are still landing):\n\n{partial}"
-        )
+        partial = f"\nShort of their seeds, so not in the league table (their runs are still landing):\n\n{partial}"
     if failed:  # no scores: their verdicts wait for a rerun through the harness
         partial += "\nFailed (no scores; rerun through the harness):\n\n" + "".join(f"* {line}\n" for line in failed)
     written = [path for task, task_rows in by_task.items() if (path := plot(task_rows, task, args.out))]
@@ -437,7 +435,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
         curves = "".join(f"\n![{path.stem}: exact match in each method's own mode]({path.name})\n" for path in written)
         fill_section(args.readme, "table", f"{table}{partial}\n{NOTES}\n{curves}")
     if args.ledger is not None:
-        update_ledger(args.ledger, verdicts(by_task, unrecorded(args.runs.parent)))
+        cost = args.runs.parent / step_cost.RESULT.name  # beside runs.yaml, as the sweep's records
+        update_ledger(args.ledger, verdicts(by_task, unrecorded(args.runs.parent), cost))
     print(table + partial)
     print("wrote", ", ".join(str(p) for p in [args.out / "table.md", *written]))
     return by_task

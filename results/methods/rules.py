@@ -25,6 +25,10 @@ PLATEAU_SHARE = 0.8
 RULES = RuleBook("methods")
 RULES.rule("M0-parity4", "M0-counter7", cases=league.PREMISE_CASES)(league.premise_rule)
 PUBLISHED = [f"M{n}-published-{task}" for n in (1, 2, 3) for task in ("parity4", "counter7")]
+#: SIM-CoT's and PCCoT's accuracy rows (issue 53), read as M1-M3 are
+FRONTIER = ["S1-parity4", "S2-parity4", "P1-parity4"]
+#: P2: PCCoT's training step against Coconut's, r = Coconut's seconds per step / PCCoT's in each quiet run
+CHEAPER, DEARER = 1.1, 0.9
 
 
 def _d(first: list[float], second: list[float]) -> dict[str, Any]:
@@ -33,7 +37,7 @@ def _d(first: list[float], second: list[float]) -> dict[str, Any]:
 
 @RULES.rule(
     "M1-coconut-stepwise", "M2-codi-coconut", "M3-codi-fullcot", "M1-counter7", "M2-counter7", "M3-counter7",
-    *PUBLISHED,
+    *PUBLISHED, *FRONTIER,
     cases={"agree": _d([1.0, 0.99, 1.0], [0.99, 1.0, 0.98]), "disagree": _d([0.6, 0.65, 0.62], [1.0, 0.99, 1.0]),
            "inconclusive": [_d([1.0, 1.0, 0.0], [1.0, 0.99, 1.0]), _d([1.0], [0.9])]},
 )  # fmt: skip
@@ -59,3 +63,24 @@ def stays_at_plateau(figures: Mapping[str, Any]) -> Decision:
     if seeds < 5 or stable == 3:
         return decided("inconclusive")
     return decided("agree" if stable >= 4 else "disagree")
+
+
+@RULES.rule(
+    "P2-parity4",
+    cases={"agree": {"ratios": [1.6, 1.4, 1.5]}, "disagree": {"ratios": [0.6, 0.7, 0.65]},
+           "inconclusive": [{"ratios": [1.2, 0.95, 1.3]}, {"ratios": [1.5, 1.6]}]},
+)  # fmt: skip
+def cheaper_step(figures: Mapping[str, Any]) -> Decision:
+    """P2 (registered 2026-12-07, issue 53, before its runs): PCCoT's training step costs less than Coconut's at the
+    same number of thoughts. ``ratios``: Coconut's seconds per training step over PCCoT's, one per quiet run of
+    ``bench/bench_latent_cost.py`` at the league's shape: agree when each of 3 runs gives >= 1.1, disagree when each
+    gives <= 0.9, else (mixed, within 10% of 1, or fewer than 3 runs) inconclusive."""
+    ratios = list(figures["ratios"])
+    if len(ratios) < 3:
+        return decided("inconclusive")
+    low, high = min(ratios), max(ratios)
+    cuts = (Cut("the smallest of Coconut's / PCCoT's seconds per step", low, CHEAPER),
+            Cut("the largest of Coconut's / PCCoT's seconds per step", high, DEARER))  # fmt: skip
+    if low >= CHEAPER:
+        return decided("agree", cuts[0])
+    return decided("disagree", cuts[1]) if high <= DEARER else decided("inconclusive")

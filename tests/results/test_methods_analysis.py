@@ -13,6 +13,7 @@ import pytest
 from hf_icot.studies.claims import read_ledger
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import make_results
+from results.methods.league_tasks import METHODS, SEEDS_OF
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH, MEASUREMENTS = 64, 18  # the league's 1,800 steps of 64, measured every 100
@@ -127,9 +128,10 @@ def test_the_verdicts_follow_the_ledgers_rules(tmp_path):
     assert verdicts["M0-parity4"]["verdict"] == "agree" and verdicts["M0-parity4"]["flag"] == ""
     assert verdicts["M0-parity4"]["ours"].startswith("best: stepwise 1.000 ± 0.000 (n=3); end to end 0.503")
     assert "gap +0.497 [+0.482, +0.511]" in verdicts["M0-parity4"]["ours"]
-    registered = {claim: row for claim, row in verdicts.items() if "published" not in claim and "M4" not in claim}
+    later = ("published", "M4", "S1", "S2", "P1", "P2")  # issues 51 and 53: no record of theirs in this made-up set
+    registered = {claim: row for claim, row in verdicts.items() if not any(word in claim for word in later)}
     assert {row["seeds"] for claim, row in registered.items() if not claim.endswith("counter7")} == {"3"}
-    # The published-protocol rows (issue 51) have no record in this made-up set: they wait
+    # The published-protocol rows (issue 51), SIM-CoT's and PCCoT's (issue 53) have no record here: they wait
     assert {row["verdict"] for claim, row in verdicts.items() if claim not in registered} == {"pending"}
     assert {row["verdict"] for claim, row in verdicts.items() if claim.endswith("counter7")} == {"pending"}
     before = {row["id"]: row for row in read_ledger(REPO / "results/methods/claims.csv")}
@@ -262,13 +264,11 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     from hf_icot.studies.sweep import load_sweep
 
     runs = load_sweep(REPO / "results/methods").runs
-    published = [run for run in runs if "_published_" in run.name]  # issue 51: 5 seeds each
-    assert sorted({run.seed for run in runs if not run.name.startswith("counter7_e2e_") and run not in published}) == [
-        0,
-        1,
-        2,
-    ]
-    assert sorted({run.seed for run in published}) == list(range(5)) and len(published) == 4 * 5
+    five = ("_published_", "_simcot_", "_pccot_")  # issues 51 and 53: 5 seeds each
+    published = [run for run in runs if any(word in run.name for word in five)]
+    rest = {run.seed for run in runs if not run.name.startswith("counter7_e2e_") and run not in published}
+    assert sorted(rest) == [0, 1, 2]
+    assert sorted({run.seed for run in published}) == list(range(5)) and len(published) == 7 * 5
     # M0-counter7's end to end: 5 more seeds, registered to decide the premise (issue 54)
     assert sorted(run.seed for run in runs if run.name.startswith("counter7_e2e_")) == list(range(8))
     for task in make_results.TASKS.values():
@@ -278,7 +278,8 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     for run in runs:
         method = run.name.split("_", 1)[1].rsplit("_s", 1)[0]
         assert run.command[run.command.index("--eval_modes") + 1] == make_results.METHODS[method][1], run.name
-    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * (len(make_results.METHODS) - 2) + 2 * 5
+    fives = sum(SEEDS_OF.values())  # the methods of 5 seeds, all run on parity4
+    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * (len(METHODS) - len(SEEDS_OF)) + fives
 
 
 def test_a_seed_that_falls_off_the_plateau_late_does_not_stay_at_it():
@@ -291,3 +292,33 @@ def test_a_seed_that_falls_off_the_plateau_late_does_not_stay_at_it():
     assert stability.late_share([0.5, 0.6, 1.0, 1.0], 0.9) == 1.0 and stability.at_plateau(1.0, 1.0, 0.9, 0.8)
     assert not stability.at_plateau(1.0, 0.5, 0.9, 0.8)  # ends at 1.0 but spent half its late checks below
     assert stability.late_share([], 0.9) is None and stability.median([0.5, 1.0]) == 0.75
+
+
+BENCH_OUTPUT = """GPT-2 4x64, batch 64, cpu, 1 thread(s), PCCoT 2 iterations; seconds are medians
+| thoughts | passes seq / PCCoT | Coconut s/step | CODI s/step | PCCoT s/step | Coconut/PCCoT | CODI/PCCoT | seq |
+|---|---|---|---|---|---|---|---|
+| 3 | 3 / 3 | 0.0400 | 0.0700 | {pccot} | {ratio}x | 0.90x | 0.01 |
+"""
+
+
+@pytest.mark.parametrize(
+    ("ratios", "verdict"),
+    [((1.5, 1.3, 1.2), "agree"), ((0.6, 0.55, 0.7), "disagree"), ((1.3, 0.8, 1.2), "inconclusive")],
+)
+def test_p2_reads_pccots_step_cost_beside_the_sweep(tmp_path, ratios, verdict):
+    """P2 reads step_cost.json beside runs.yaml (as the harness's records): each run's Coconut / PCCoT seconds per
+    step, parsed from the bench's own table row for 3 thoughts; pending while the file is absent."""
+    from results.methods import step_cost
+
+    parsed = [step_cost.ratio_of(BENCH_OUTPUT.format(pccot=f"{0.04 / r:.4f}", ratio=f"{r:.2f}")) for r in ratios]
+    assert [row["ratio"] for row in parsed] == list(ratios) and parsed[0]["coconut_s"] == 0.04
+    with pytest.raises(ValueError, match="no row for 3 thoughts"):
+        step_cost.ratio_of("| 6 | 6 / 3 | 0.1 | 0.1 | 0.1 | 1.00x |")
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    assert {row["id"]: row for row in read_ledger(ledger)}["P2-parity4"]["verdict"] == "pending"
+    record = {"machine": {"cpu": "a test CPU"}, "runs": [{**row, "load_before": 0.0, "output": ""} for row in parsed]}
+    (tmp_path / "step_cost.json").write_text(json.dumps(record))
+    _main(tmp_path, "--ledger", str(ledger))
+    row = {row["id"]: row for row in read_ledger(ledger)}["P2-parity4"]
+    assert row["verdict"] == verdict and row["seeds"] == "3 runs" and "(a test CPU)" in row["ours"]
