@@ -16,6 +16,14 @@ METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answe
     "simcot_coconut": ("SIM-CoT on Coconut (step supervision; Coconut's run.py protocol)", "latent"),
     "simcot_codi": ("SIM-CoT on CODI (step supervision; CODI's scripts' settings)", "latent"),
     "pccot": ("PCCoT (Jacobi-iterated continuous thoughts)", "latent"),
+    "coconut_t6": ("Coconut, 6 thoughts (c = 2; the thoughts sweep)", "latent"),
+    "coconut_t12": ("Coconut, 12 thoughts (c = 4; the thoughts sweep)", "latent"),
+    "simcot_coconut_t6": ("SIM-CoT on Coconut, 6 thoughts (the thoughts sweep)", "latent"),
+    "simcot_coconut_t12": ("SIM-CoT on Coconut, 12 thoughts (the thoughts sweep)", "latent"),
+    "codi_t6": ("CODI, 6 thoughts (its scripts' settings; the thoughts sweep)", "latent"),
+    "codi_t12": ("CODI, 12 thoughts (its scripts' settings; the thoughts sweep)", "latent"),
+    "simcot_codi_t6": ("SIM-CoT on CODI, 6 thoughts (the thoughts sweep)", "latent"),
+    "simcot_codi_t12": ("SIM-CoT on CODI, 12 thoughts (the thoughts sweep)", "latent"),
     "full_cot": ("full CoT (answered with its CoT)", "explicit"),
     "e2e": ("end to end (no CoT ever)", "implicit"),
 }
@@ -23,6 +31,7 @@ INTERNALIZING = ("stepwise", "adaptive", "mixture", "coconut", "codi")  # M0's c
 PREMISE = "premise"  # a claim read by make_results.premise (M0), not by make_results.compare
 STABLE = "stable"  # (STABLE, method): a claim read by make_results.stability (M4)
 STEP_COST = "step cost"  # a claim read by results.methods.step_cost (P2), not from the league's runs
+THOUGHTS = "thoughts"  # a claim read by results.methods.thoughts (T0, T1: the thoughts sweep)
 #: The published-protocol rows (issue 51) and SIM-CoT's and PCCoT's (issue 53) are read over 5 seeds; the others over
 #: 3 as registered.
 SEEDS_OF = {"coconut_published": 5, "codi_published": 5, "simcot_coconut": 5, "simcot_codi": 5, "pccot": 5}
@@ -45,7 +54,7 @@ class Task:
     measured: str  # what the curves measure, for the notes and the plot's axis
     claims: dict[
         str, str | tuple[str, str]
-    ]  # claim id -> PREMISE, STEP_COST, (STABLE, method), or (first, second): d = first - second
+    ]  # claim id -> PREMISE, STEP_COST, THOUGHTS, (STABLE, method), or (first, second): d = first - second
     labels: dict[str, str] = field(default_factory=dict)  # method -> how this task's table names it (else METHODS)
     borrowed: dict[str, Borrowed] = field(default_factory=dict)
 
@@ -67,6 +76,10 @@ TASKS = {
             "S2-parity4": ("simcot_codi", "codi_published"),
             "P1-parity4": ("pccot", "coconut_published"),
             "P2-parity4": STEP_COST,
+            "T0-coconut": THOUGHTS,
+            "T1-coconut": THOUGHTS,
+            "T0-codi": THOUGHTS,
+            "T1-codi": THOUGHTS,
         },
         labels={"stepwise": "stepwise removal (the quickstart's pace)", "mixture": "mixture (removed tokens dropped)"},
     ),

@@ -52,9 +52,11 @@ from hf_icot.studies.report import (
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import stability as stability_of
-from results.methods import step_cost
-from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, STEP_COST, TASKS
+from results.methods import step_cost, thoughts
+from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, STEP_COST, TASKS, THOUGHTS
+from results.methods.records import resumed
 from results.methods.rules import PLATEAU_SHARE, RULES
+from results.methods.thoughts import signed
 
 HERE = Path(__file__).resolve().parent
 
@@ -143,15 +145,6 @@ def cost(run: dict) -> float | None:
         return final_figure(run, "forward_passes")
     tokens, examples = final_figure(run, "tokens_per_s"), final_figure(run, "examples_per_s")
     return None if tokens is None or not examples else tokens / examples
-
-
-def resumed(run: dict) -> bool:
-    """Whether the run's last training leg began after step 0 (resumed from a checkpoint), so that its harness wall
-    time covers that leg only: the Trainer's closing row times the steps of the leg it ran."""
-    end = next((row for row in reversed(run["log"]) if "train_runtime" in row), None)
-    if end is None or "train_steps_per_second" not in end:
-        return False
-    return end["train_runtime"] * end["train_steps_per_second"] < 0.99 * end["step"]
 
 
 def _summary(values: list[float | None]) -> Summary | None:
@@ -264,14 +257,10 @@ def _waiting(
     unrun = sum(len(missing.get((task, m), [])) for m in methods)
     if unrun:
         return seeds, f"; {unrun} run(s) of runs.yaml not recorded yet"
-    wanted = max(SEEDS_OF.get(m, SEEDS) for m in methods)
-    return seeds, "" if seeds >= wanted else f"; fewer than {wanted} seeds"
-
-
-def _interval(summary: Summary) -> str:
-    """A difference and its interval, signed: ``+0.120 [-0.010, +0.250]``."""
-    text = f"{summary.mean:+.3f}"
-    return text if summary.low is None else f"{text} [{summary.low:+.3f}, {summary.high:+.3f}]"
+    short = [
+        SEEDS_OF.get(m, SEEDS) for m in methods if (len(rows[m]["runs"]) if m in rows else 0) < SEEDS_OF.get(m, SEEDS)
+    ]
+    return seeds, f"; fewer than {max(short)} seeds" if short else ""
 
 
 def compare(
@@ -291,9 +280,7 @@ def compare(
         }
     a, b = rows[first], rows[second]
     d = difference(a["scores"], b["scores"])
-    ours = (
-        f"d = {first} - {second} = {_interval(d)}; {first} {a['final'].text(3)}, {second} {b['final'].text(3)}{short}"
-    )
+    ours = f"d = {first} - {second} = {signed(d)}; {first} {a['final'].text(3)}, {second} {b['final'].text(3)}{short}"
     if short or d.low is None:
         return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
     decision = RULES[claim]({"d": d, "what": f"d = {first} - {second}"})
@@ -313,7 +300,7 @@ def premise(rows: dict[str, dict], claim: str, task: str, missing: dict[tuple[st
     best, e2e = max(candidates, key=lambda row: row["final"].mean), rows["e2e"]
     final = best["final"]
     gap = difference(best["scores"], e2e["scores"])
-    ours = f"best: {best['method']} {final.text(3)}; end to end {e2e['final'].text(3)}; gap {_interval(gap)}{short}"
+    ours = f"best: {best['method']} {final.text(3)}; end to end {e2e['final'].text(3)}; gap {signed(gap)}{short}"
     if short:
         return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": ours}
     decision = RULES[claim]({"best": final, "best_name": best["method"], "gap": gap})
@@ -348,6 +335,8 @@ def verdicts(by_task: dict[str, dict], missing: dict | None = None, cost: Path |
                 results[claim] = premise(rows, claim, name, missing)
             elif rule == STEP_COST:
                 results[claim] = step_cost.verdict(cost)
+            elif rule == THOUGHTS:
+                results[claim] = thoughts.verdict(rows, claim, missing, _waiting)
             elif rule[0] == STABLE:
                 results[claim] = stability(rows, claim, name, rule[1], missing)
             else:
@@ -370,7 +359,7 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(10, 6))
     drawn = False
-    for index, (method, row) in enumerate(rows.items()):
+    for index, (method, row) in enumerate((m, r) for m, r in rows.items() if m not in thoughts.SWEEP_ONLY):
         curves = [[(examples, em) for examples, _, em in curve(run)] for run in row["runs"]]
         style = {"e2e": "--", "full_cot": ":"}.get(method, "-")
         name = f"{label(task, method)}, {row['runs'][0]['mode']} (n={len(row['runs'])})"
@@ -431,6 +420,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     if failed:  # no scores: their verdicts wait for a rerun through the harness
         partial += "\nFailed (no scores; rerun through the harness):\n\n" + "".join(f"* {line}\n" for line in failed)
     written = [path for task, task_rows in by_task.items() if (path := plot(task_rows, task, args.out))]
+    written += [path for path in [thoughts.plot(by_task.get("parity4", {}), args.out)] if path]
     if args.readme is not None:
         curves = "".join(f"\n![{path.stem}: exact match in each method's own mode]({path.name})\n" for path in written)
         fill_section(args.readme, "table", f"{table}{partial}\n{NOTES}\n{curves}")

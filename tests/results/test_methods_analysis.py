@@ -14,6 +14,7 @@ from hf_icot.studies.claims import read_ledger
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import make_results
 from results.methods.league_tasks import METHODS, SEEDS_OF
+from results.methods.thoughts import SWEEP_ONLY
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH, MEASUREMENTS = 64, 18  # the league's 1,800 steps of 64, measured every 100
@@ -128,7 +129,7 @@ def test_the_verdicts_follow_the_ledgers_rules(tmp_path):
     assert verdicts["M0-parity4"]["verdict"] == "agree" and verdicts["M0-parity4"]["flag"] == ""
     assert verdicts["M0-parity4"]["ours"].startswith("best: stepwise 1.000 ± 0.000 (n=3); end to end 0.503")
     assert "gap +0.497 [+0.482, +0.511]" in verdicts["M0-parity4"]["ours"]
-    later = ("published", "M4", "S1", "S2", "P1", "P2")  # issues 51 and 53: no record of theirs in this made-up set
+    later = ("published", "M4", "S1", "S2", "P1", "P2", "T0", "T1")  # issues 51, 53: no record of theirs here
     registered = {claim: row for claim, row in verdicts.items() if not any(word in claim for word in later)}
     assert {row["seeds"] for claim, row in registered.items() if not claim.endswith("counter7")} == {"3"}
     # The published-protocol rows (issue 51), SIM-CoT's and PCCoT's (issue 53) have no record here: they wait
@@ -264,8 +265,10 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     from hf_icot.studies.sweep import load_sweep
 
     runs = load_sweep(REPO / "results/methods").runs
-    five = ("_published_", "_simcot_", "_pccot_")  # issues 51 and 53: 5 seeds each
-    published = [run for run in runs if any(word in run.name for word in five)]
+    five = ("_published_", "_simcot_", "_pccot_")  # issues 51 and 53: 5 seeds each (the thoughts sweep: 3)
+    sweep = [run for run in runs if run.name.split("_", 1)[1].rsplit("_s", 1)[0] in SWEEP_ONLY]
+    published = [run for run in runs if any(word in run.name for word in five) and run not in sweep]
+    assert len(sweep) == 8 * 3 and {run.seed for run in sweep} == {0, 1, 2}
     rest = {run.seed for run in runs if not run.name.startswith("counter7_e2e_") and run not in published}
     assert sorted(rest) == [0, 1, 2]
     assert sorted({run.seed for run in published}) == list(range(5)) and len(published) == 7 * 5
@@ -322,3 +325,28 @@ def test_p2_reads_pccots_step_cost_beside_the_sweep(tmp_path, ratios, verdict):
     _main(tmp_path, "--ledger", str(ledger))
     row = {row["id"]: row for row in read_ledger(ledger)}["P2-parity4"]
     assert row["verdict"] == verdict and row["seeds"] == "3 runs" and "(a test CPU)" in row["ours"]
+
+
+def test_the_thoughts_sweep_reads_its_premise_before_sim_cots_gain(tmp_path):
+    """T0: the plain method at 12 thoughts against 3; T1: SIM-CoT against the plain method at 12, read only where T0
+    holds. Coconut collapses here and SIM-CoT keeps it; CODI does not collapse, so its T1 has nothing to show."""
+    finals = {
+        "coconut_published": [1.0] * 5, "coconut_t12": [0.6, 0.55, 0.62], "simcot_coconut_t12": [0.95, 0.97, 0.99],
+        "codi_published": [1.0] * 5, "codi_t12": [1.0, 0.99, 1.0], "simcot_codi_t12": [1.0, 1.0, 1.0],
+        "coconut_t6": [0.9, 0.8, 0.85],
+    }  # fmt: skip
+    for method, scores in finals.items():
+        for seed, _ in enumerate(scores):
+            _write(tmp_path / "runs", method, seed, 2, name=f"parity4_{method}", mode="latent", finals=scores)
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    assert verdicts["T0-coconut"]["verdict"] == "agree"
+    assert verdicts["T0-coconut"]["ours"].startswith("Coconut at 12 thoughts - at 3: -0.410")
+    assert (
+        verdicts["T1-coconut"]["verdict"] == "agree"
+        and "Coconut + SIM-CoT - Coconut at 12 thoughts: +0.380" in (verdicts["T1-coconut"]["ours"])
+    )
+    assert verdicts["T0-codi"]["verdict"] == "disagree" and verdicts["T1-codi"]["verdict"] == "inconclusive"
+    image = matplotlib.image.imread(tmp_path / "out/thoughts_parity4.png")
+    assert image.shape[0] > 100 and image.shape[1] > 100
