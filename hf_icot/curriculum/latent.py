@@ -136,6 +136,11 @@ class LatentSchedule(Schedule):
         """Each example's :class:`LatentPlan` at optimizer step ``step`` (``n_steps``: its CoT length in steps)."""
         raise NotImplementedError
 
+    def possible_plans(self, n_steps: int) -> list[LatentPlan]:
+        """Every plan an example of ``n_steps`` CoT steps can get in training (once the trainer has bound the schedule):
+        the one plan of a single-stage schedule."""
+        return self.latent_plans(0, [0], [n_steps], training=False)
+
     def specs(self, step, example_ids, n_tokens=None, n_steps=None, training=True):
         # The text CoT each example keeps: what is removed, whatever stands in its place.
         plans = self.latent_plans(step, example_ids, n_steps or [0] * len(example_ids), training)
@@ -254,6 +259,10 @@ class Coconut(LatentSchedule):
             n_latent = last if self.pad_latent_to_max else min(n_steps, last)
             return LatentPlan(ALL_STEPS, n_latent * self.c_thought)
         return LatentPlan(stage, stage * self.c_thought)
+
+    def possible_plans(self, n_steps: int) -> list[LatentPlan]:
+        # Every stage's (uniform_prob draws among the same stages).
+        return [self._plan(stage, n_steps) for stage in range(self.last_latent_stage + 2)]
 
     def latent_plans(self, step, example_ids, n_steps, training=True):
         scheduled = self.stage(step)

@@ -67,6 +67,14 @@ class Method:
         reads beyond the collator's columns; the collator's ``rendering_view`` keeps them): none here."""
         return dataset
 
+    def check_fits(self, dataset: Any, context: int | None) -> None:
+        """Refuse, before the first training step, a model whose ``context`` (its positions) cannot take the longest
+        sequence this method renders from ``dataset``: nothing here (the collator checks the token sequences).
+
+        Raises:
+            ValueError: in a method whose sequences outgrow the ones the collator checks.
+        """
+
     def render(
         self, examples: Sequence[Mapping[str, Any]], step: int, training: bool, collator: Any
     ) -> tuple[dict[str, Any], list[int]]:

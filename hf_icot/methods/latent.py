@@ -12,6 +12,7 @@ on the gathered hidden states: the same cross entropy as on every position's log
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -84,6 +85,35 @@ class LatentMethod(Method):
         latent_id = self.renderer.tokens.latent
         enable_latent_forward(model, lambda lm, **batch: self.loss(lm, latent_id=latent_id, **batch))
         self._terms: dict[str, list[float]] = {}
+
+    def check_fits(self, dataset: Any, context: int | None) -> None:
+        """The latent sequences can be longer than the token ones the collator checked (c thoughts in the place of a
+        one-token step): the longest 32 training examples in tokens and the 32 of most CoT steps are rendered at
+        every plan their schedule can give them (:meth:`~hf_icot.curriculum.latent.LatentSchedule.possible_plans`).
+
+        Raises:
+            ValueError: one of them longer than ``context``, naming its length, its thoughts and the model's positions.
+        """
+        if context is None or dataset is None or self.renderer is None or len(dataset) == 0:
+            return
+        columns = {name: dataset[name] for name in ("question_ids", "cot_ids", "answer_ids", "n_cot_steps")}
+        tokens = [
+            len(q) + len(c) + len(a)
+            for q, c, a in zip(*(columns[n] for n in ("question_ids", "cot_ids", "answer_ids")))
+        ]
+        steps = columns["n_cot_steps"]
+        picks = set(heapq.nlargest(32, range(len(tokens)), key=tokens.__getitem__))
+        picks |= set(heapq.nlargest(32, range(len(steps)), key=steps.__getitem__))
+        for index in sorted(picks):
+            example = dataset[index]
+            for plan in self.schedule.possible_plans(example["n_cot_steps"]):
+                length = len(self.renderer.row(example, plan).ids)
+                if length > context:
+                    raise ValueError(
+                        f"--schedule {self.schedule.name}: training example {index} is {length} tokens with "
+                        f"{plan.n_latent} continuous thoughts, longer than the model's {context} positions; give the "
+                        "model more positions (scratch_model's n_positions, or --n_positions) or fewer thoughts."
+                    )
 
     def make_renderer(self, tokenizer: Any) -> LatentRenderer:
         """The renderer of this method's sequences."""

@@ -216,6 +216,7 @@ class ICoTTrainer(RunOutputsMixin, SafeRunMixin, Trainer):
     def set_initial_training_values(self, args, dataloader):
         values = super().set_initial_training_values(args, dataloader)
         self._bind_schedule(dataloader)
+        self.method.check_fits(self.train_dataset, context_length(self.model))  # before the first step
         return values
 
     def _remove_unused_columns(self, dataset: Any, description: str | None = None) -> Any:

@@ -354,3 +354,23 @@ def test_max_latent_stage_beyond_the_longest_cot_and_missing_markers_are_refused
         ICoTTrainer(model=tiny_gpt2(len(plain), tmp_path / "plain", n_layer=1, n_embd=32),
                     args=config(tmp_path, schedule="codi"), train_dataset=train, processing_class=plain)  # fmt: skip
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("schedule", "options"),
+    [("coconut", {"c_thought": 3}), ("codi", {"num_latent": 20}), ("pccot", {"num_latent_tokens": 20})],
+)
+def test_thoughts_beyond_the_models_positions_are_one_sentence_before_the_first_step(
+    task, tmp_path, schedule, options
+):
+    """The token sequences fit the 24 positions (the collator checks them), the latent ones do not (Coconut's sixth
+    stage: 18 thoughts; CODI's and PCCoT's 20): refused before any step, naming the length, the thoughts and the
+    positions, with no model written."""
+    train, _, tokenizer, _ = task
+    model = tiny_gpt2(len(tokenizer), tmp_path / "init", n_layer=1, n_embd=32, n_positions=24)
+    trainer = ICoTTrainer(model=model, args=config(tmp_path, schedule=schedule, **options), train_dataset=train,
+                          processing_class=tokenizer)  # fmt: skip
+    with pytest.raises(ValueError, match=rf"^--schedule {schedule}: training example \d+ is \d+ tokens with \d+ "
+                                         r"continuous thoughts, longer than the model's 24 positions; give the model"):  # fmt: skip
+        trainer.train()
+    assert trainer.state.global_step == 0 and not list((tmp_path / "run").glob("**/model.safetensors"))
