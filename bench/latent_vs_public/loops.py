@@ -63,6 +63,7 @@ seconds per step and peak memory of each side, each in a fresh process.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import io
 import json
@@ -70,6 +71,7 @@ import logging
 import os
 import random
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -959,6 +961,7 @@ def main() -> None:
     rows = 4 * args.batch_size if args.cost else 5
     codi_needed = 4 * args.codi_batch_size * 2 if args.cost else 12
     root = Path(tempfile.mkdtemp(prefix="latent_loops_"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)  # its models take 2 GB at GPT-2 small's shape
     work = prepare(root, args.coconut, methods, shapes, rows, codi_needed, vocabulary)
     print(f"machine: {machine_line()}; torch threads {args.threads}", flush=True)
     if args.cost:
