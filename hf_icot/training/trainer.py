@@ -24,7 +24,8 @@ What it adds to :class:`transformers.Trainer` (same constructor, plus an optiona
   Adam moments and step counts are cleared, skipped once the previous step kept no CoT token where the schedule says
   so (``skips_reset_without_cot``); the learning-rate schedule keeps following the global step.
 * **Stage bookkeeping**: ``cot/stage``, ``cot/removed_tokens`` (the schedule's nominal count, ``inf`` once all goes)
-  and ``cot/kept_tokens_mean`` (measured on this process's batches) join the training logs; when a stage ends its
+  ``cot/kept_tokens_mean`` (measured on this process's batches) and ``cot/forward_passes`` (decoder passes per
+  training example, :mod:`hf_icot.training.decoder_passes`) join the training logs; when a stage ends its
   model is saved to ``output_dir/stage-<i>`` and evaluated (loss, and generation exact match if ``eval_modes``);
   what each stage end cost is logged (``cot/stage_evaluation_s``, ``cot/stage_checkpoint_s``) and summed at the end.
 * **Exact resume** (:mod:`hf_icot.training.curriculum_state`): the schedule, the method's options, the run-time
@@ -70,6 +71,7 @@ from hf_icot.runs.checkpoints import SafeRunMixin
 from hf_icot.training.adaptive_pace import ANSWER_MASK_KEY, AnswerPace
 from hf_icot.training.config import ICoTConfig, method_from_config, schedule_from_config
 from hf_icot.training.curriculum_state import ICoTStateCallback
+from hf_icot.training.decoder_passes import DecoderPasses
 from hf_icot.training.generation_eval import GenerationEvalCallback
 from hf_icot.training.outputs import SCHEDULE_FILE, RunOutputsMixin
 from hf_icot.training.prepared_data import cot_extent, inserted_tokens, prepare_splits
@@ -163,8 +165,10 @@ class ICoTTrainer(RunOutputsMixin, SafeRunMixin, Trainer):
         self.answer_pace = AnswerPace(self.schedule, processing_class)
         if args.fused_gelu and isinstance(model, torch.nn.Module):
             fuse_tanh_gelu(model)  # no weights change: before or after wrapping alike
+        self.decoder_passes = DecoderPasses()  # logged as cot/forward_passes
         if model is not None:  # before the Trainer wraps the model and builds the optimizer
             self.method.prepare_model(model, processing_class, args.seed, self._max_cot_steps)
+            self.decoder_passes.watch([model, *self.method.training_only_modules(model)])
         callbacks = [ICoTStateCallback(self), *(callbacks or [])]
         super().__init__(
             model=model,
@@ -291,6 +295,7 @@ class ICoTTrainer(RunOutputsMixin, SafeRunMixin, Trainer):
             self.dropout_ahead.model_built(model)  # inside train(): eager attention, and the lever starts afresh
         if self.args.fused_gelu:
             fuse_tanh_gelu(model)
+        self.decoder_passes.watch([model, *self.method.training_only_modules(model)])
         return model
 
     def training_step(self, model, inputs, num_items_in_batch=None):
@@ -300,7 +305,8 @@ class ICoTTrainer(RunOutputsMixin, SafeRunMixin, Trainer):
         if not self.method.latent:  # a latent forward reads the mask itself
             # Right padding that no label reads: without its mask SDPA takes its causal kernel (same loss).
             inputs = without_needless_mask(model, inputs)
-        return super().training_step(model, inputs, num_items_in_batch)  # a non-finite loss stops (SafeRunMixin)
+        with self.decoder_passes.step():
+            return super().training_step(model, inputs, num_items_in_batch)  # a non-finite loss stops (SafeRunMixin)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """A micro-batch's loss; the one place it is computed, its steps in order:
@@ -356,6 +362,9 @@ class ICoTTrainer(RunOutputsMixin, SafeRunMixin, Trainer):
             if self._rendered_examples:
                 logs["cot/kept_tokens_mean"] = self._kept_tokens / self._rendered_examples
             self._kept_tokens, self._rendered_examples = 0.0, 0
+            passes = self.decoder_passes.mean()
+            if passes is not None:
+                logs["cot/forward_passes"] = passes
             if self._optimizer_resets:
                 logs["cot/optimizer_resets"] = self._optimizer_resets
             if self.last_answer_accuracy is not None:

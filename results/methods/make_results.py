@@ -54,7 +54,7 @@ from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import stability as stability_of
 from results.methods import step_cost, thoughts
 from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, STEP_COST, TASKS, THOUGHTS
-from results.methods.records import resumed
+from results.methods.records import resumed, training_passes
 from results.methods.rules import PLATEAU_SHARE, RULES
 from results.methods.thoughts import signed
 
@@ -63,6 +63,7 @@ HERE = Path(__file__).resolve().parent
 BAR = 0.9
 SEEDS = 3  # seeds per method and task in runs.yaml
 COST = "forward passes / answer (1 per latent thought or generated token)"
+TRAIN_PASSES = "forward passes / training example (logged, mean over the run)"
 
 
 def _load(path: Path, task: str, method: str, seed: int, answered: str, source: str) -> dict | str:
@@ -175,6 +176,7 @@ def points(runs: list[dict], task: str) -> dict[str, dict]:
             "wall": [run["wall_s"] for run in members if run["wall_s"] is not None and not resumed(run)],
             "resumed": sum(resumed(run) for run in members),
             "cost": _summary([cost(run) for run in members]),
+            "train_passes": _summary([training_passes(run) for run in members]),
             "tokens_per_s": _summary([final_figure(run, "tokens_per_s") for run in members]),
             "examples_per_s": _summary([final_figure(run, "examples_per_s") for run in members]),
             "late": [late_share(run) for run in members],
@@ -221,6 +223,7 @@ def table_rows(rows: list[dict]) -> list[dict]:
                 "wall time per run": wall,
                 "late evaluations ≥ 90% (per seed)": " ".join("—" if v is None else f"{v:.2f}" for v in row["late"]),
                 "CPU": "; ".join(row["cpus"]),
+                TRAIN_PASSES: _cell(row["train_passes"], 2),
                 COST: _cell(row["cost"], 2),
                 "tokens/s (test)": _cell(row["tokens_per_s"], 0),
                 "examples/s (test)": _cell(row["examples_per_s"], 0),
@@ -386,7 +389,9 @@ NOTES = (
     "the runs counter7 reads from the semiautomata study evaluated at the end only. Inference cost per test answer "
     "in decoder forward passes: a latent thought costs one forward pass, as a generated token does; for Coconut and "
     "CODI it is their latent thoughts plus the tokens they generate (`forward_passes`), for a token method the "
-    "tokens it generates (tokens/s ÷ examples/s). Speeds and wall times are on this CPU beside another run: compare "
+    "tokens it generates (tokens/s ÷ examples/s). Forward passes per training example: the decoder passes of a "
+    "training step per example, as logged (`cot/forward_passes`, counted on the model's transformer and SIM-CoT's "
+    "decoder; blank for runs recorded before it was logged). Speeds and wall times are on this CPU beside another run: compare "
     "them roughly; a run the harness resumed from a checkpoint is timed from its resumption only, so its wall time "
     "is left out (and counted)."
 )

@@ -45,7 +45,9 @@ def _write(
     log = []
     for index in range(1, MEASUREMENTS + 1):
         em = 0.95 if first_at is not None and index >= first_at else 0.5
-        log.append({"step": 100 * index, "loss": 0.1})
+        log.append(
+            {"step": 100 * index, "loss": 0.1, **({"cot/forward_passes": 3.0 + index % 2} if mode == "latent" else {})}
+        )
         log.append({"step": 100 * index, f"eval_{mode}/answer_em": em, "train_examples": float(100 * index * BATCH)})
     leg = 200 if (method, seed) == ("coconut", 2) else 100 * MEASUREMENTS  # coconut s2 resumed at step 1,600
     log.append({"step": 100 * MEASUREMENTS, "train_runtime": leg / 2, "train_steps_per_second": 2.0})
@@ -107,6 +109,9 @@ def test_the_table_reads_each_method_in_its_own_mode(tmp_path):
     assert (
         table["CODI"]["tokens/s (test)"] == "250 ± 0 (n=3)" and table["CODI"]["examples/s (test)"] == "100 ± 0 (n=3)"
     )
+    passes = "forward passes / training example (logged, mean over the run)"
+    assert table["Coconut"][passes] == "3.50 ± 0.00 (n=3)"  # logged 3 and 4 in turn: the mean over the run
+    assert table["stepwise removal"][passes] == ""  # these made-up token runs logged none
     assert not (tmp_path / "out/partial.md").exists()
     assert matplotlib.image.imread(tmp_path / "out/curves_parity4.png").shape[2] in (3, 4)
 
