@@ -90,11 +90,12 @@ class LatentMethod(Method):
         """The latent sequences can be longer than the token ones the collator checked (c thoughts in the place of a
         one-token step): the longest 32 training examples in tokens and the 32 of most CoT steps are rendered at
         every plan their schedule can give them (:meth:`~hf_icot.curriculum.latent.LatentSchedule.possible_plans`).
+        A dataset without a length (streamed) is not checked.
 
         Raises:
             ValueError: one of them longer than ``context``, naming its length, its thoughts and the model's positions.
         """
-        if context is None or dataset is None or self.renderer is None or len(dataset) == 0:
+        if context is None or self.renderer is None or not hasattr(dataset, "__len__") or len(dataset) == 0:
             return
         columns = {name: dataset[name] for name in ("question_ids", "cot_ids", "answer_ids", "n_cot_steps")}
         tokens = [
