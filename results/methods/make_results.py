@@ -273,14 +273,8 @@ def compare(
     the claim's rule (``rules.py``: agree if its lower bound >= -0.05, disagree if its upper bound < -0.05, else
     inconclusive; pending: see :func:`_waiting`)."""
     seeds, short = _waiting(rows, task, (first, second), missing)
-    absent = [method for method in (first, second) if method not in rows]
-    if absent:
-        return {
-            "verdict": "pending",
-            "flag": "",
-            "seeds": seeds,
-            "ours": f"no record of {' or '.join(absent)} yet{short}",
-        }
+    if (waits := thoughts.unrecorded(rows, (first, second), seeds, short)) is not None:
+        return waits
     a, b = rows[first], rows[second]
     d = difference(a["scores"], b["scores"])
     ours = f"d = {first} - {second} = {signed(d)}; {first} {a['final'].text(3)}, {second} {b['final'].text(3)}{short}"
@@ -314,8 +308,8 @@ def stability(rows: dict[str, dict], claim: str, task: str, method: str, missing
     """M4 (``claim``) by its rule (``rules.py``): how many of ``method``'s seeds stay at the plateau
     (:func:`stays_at_plateau`; pending: see :func:`_waiting`)."""
     seeds, short = _waiting(rows, task, (method,), missing)
-    if method not in rows:
-        return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": f"no record of {method} yet{short}"}
+    if (waits := thoughts.unrecorded(rows, (method,), seeds, short)) is not None:
+        return waits
     runs = rows[method]["runs"]
     stable = sum(stays_at_plateau(run) for run in runs)
     shares = ", ".join("—" if v is None else f"{v:.2f}" for v in rows[method]["late"])

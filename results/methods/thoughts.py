@@ -43,6 +43,14 @@ def signed(summary: Summary) -> str:
     return text if summary.low is None else f"{text} [{summary.low:+.3f}, {summary.high:+.3f}]"
 
 
+def unrecorded(rows: dict[str, dict], methods: tuple[str, ...], seeds: int, short: str) -> dict | None:
+    """A verdict's ledger cells while one of ``methods`` has no record (pending, naming them), else None."""
+    absent = [method for method in methods if method not in rows]
+    if not absent:
+        return None
+    return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": f"no record of {' or '.join(absent)} yet{short}"}
+
+
 def verdict(rows: dict[str, dict], claim: str, missing: dict, waiting: Callable) -> dict:
     """T0 / T1 (``claim``) by its rule: ``drop`` = the plain method's final test scores at 12 thoughts minus at 3,
     ``gain`` = SIM-CoT's at 12 minus the plain method's at 12 (Welch); pending while a row it reads is short (see
@@ -50,14 +58,8 @@ def verdict(rows: dict[str, dict], claim: str, missing: dict, waiting: Callable)
     plain, simcot = CLAIMS[claim]
     needed = (SWEEP[plain][FEWEST], SWEEP[plain][MOST], *((SWEEP[simcot][MOST],) if simcot else ()))
     seeds, short = waiting(rows, "parity4", needed, missing)
-    absent = [method for method in needed if method not in rows]
-    if absent:
-        return {
-            "verdict": "pending",
-            "flag": "",
-            "seeds": seeds,
-            "ours": f"no record of {' or '.join(absent)} yet{short}",
-        }
+    if (waits := unrecorded(rows, needed, seeds, short)) is not None:
+        return waits
     scores = {method: rows[method]["scores"] for method in needed}
     drop = difference(scores[needed[1]], scores[needed[0]])
     figures = {"drop": drop}
