@@ -92,10 +92,7 @@ json.dump(record, open(out_path, "w"))
 
 
 OURS_LAUNCHER = r"""
-import json, os, runpy, sys, time
-from hf_icot.command_line.config_file import bool_flag_on
-if bool_flag_on("draw_dropout_ahead", sys.argv[3:]):  # as the recipe's run_main does before torch, imported next here
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import json, runpy, sys, time
 import transformers
 out_path, recipe = sys.argv[1], sys.argv[2]
 record = {"step_ends": [], "forward_backward": [], "optimizer": []}

@@ -177,21 +177,16 @@ def run_main(
     (:class:`hf_icot.errors.RunStopped`: preempted, diverged, out of disk space) ends with its sentence and its
     ``exit_status`` (75 when preempted).
 
-    The one process-wide setting it makes is asked for: with ``draw_dropout_ahead`` on (command line or ``--config``
-    file), ``OMP_WAIT_POLICY=PASSIVE`` before torch is imported, unless the environment names a policy."""
+    It sets nothing for the whole process: ``draw_dropout_ahead`` draws its masks in the step with the C kernel while
+    torch's threads spin (libgomp's default); its helper thread is used only where the environment itself sets
+    ``OMP_WAIT_POLICY=PASSIVE`` (``bench/README.md``, "The lever in the step")."""
     import logging
-    import os
     import sys
 
     from hf_icot.command_line.arguments import parse_recipe_args
-    from hf_icot.command_line.config_file import bool_flag_on
     from hf_icot.errors import PreemptedAfterTraining, RunPreempted, RunStopped
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    if "torch" not in sys.modules and bool_flag_on("draw_dropout_ahead"):  # libgomp reads it once, at torch's import
-        # Asked for: torch's threads sleep between parallel regions instead of spinning, so a core is free for the
-        # dropout draws of hf_icot.levers.dropout_ahead (the same step time without it: bench_dropout_draws.py).
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         main(*(parse or parse_recipe_args)())
     except (RunStopped, PreemptedAfterTraining) as error:

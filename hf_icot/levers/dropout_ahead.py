@@ -26,7 +26,10 @@ parallel regions by default and a helper then competes with them (0.95-0.98x on 
 torch's draws); with ``OMP_WAIT_POLICY=PASSIVE``, which libgomp reads when torch is imported, it was 1.09-1.13x with
 torch's draws and 1.23x with the kernel's. Without that (one torch thread, or spinning threads),
 ``DropoutDrawsAhead(helper=False)`` lets the forward draw its own masks with the kernel (and turns itself off where
-there is no kernel: torch's own draw is the same).
+there is no kernel: torch's own draw is the same). In a whole recipe run the policy costs more than a helper saves
+(torch's threads sleeping between the step's many small parallel regions: the side of ``bench/stepwise_vs_reference``
+with ``PASSIVE`` and the helper was 0.96x the side without the lever, whose threads spin), so nothing here sets it:
+the helper is used only where the environment itself sets ``PASSIVE``; by default the forward draws with the kernel.
 
 Nothing outside the training forward sees the lever: ``torch.nn.functional.dropout`` is never replaced. While a
 forward runs, a :class:`DropoutRoute` (a ``TorchFunctionMode``, which torch keeps per thread) sends that thread's

@@ -170,16 +170,16 @@ class ICoTConfig(ScheduleArguments, RunArguments):
         default=False,
         metadata={
             "help": "Off by default. CPU training only (does nothing on a GPU): draw each training forward's dropout "
-            "masks on a helper thread while the forward runs, from torch's generator in torch's order: the same "
-            "numbers, so the same loss and gradients bit for bit, and 1.25-1.32x faster steps at a small vocabulary "
-            "on 2 cores (docs/benchmarks.md). The masks come from a small C kernel built on first use by the "
-            "machine's C compiler into a private cache folder, checked by owner, mode and SHA-256 before loading "
-            "(HF_ICOT_DROPOUT_KERNEL=0, or no compiler, draws with torch). Asking for it also has the recipes set "
-            "OMP_WAIT_POLICY=PASSIVE for the process before torch is imported (unless the environment names a "
-            "policy): the helper is used on 2 or more torch threads with PASSIVE; elsewhere the forward draws its "
-            "masks itself with the kernel. Not with gradient checkpointing or the latent methods, and only while "
-            "each forward draws nothing but its recorded dropout calls (checked; SDPA attention with dropout runs as "
-            "eager attention meanwhile, the same function). The run logs one line saying it is on."
+            "masks with a small C kernel that computes torch's own generator's numbers, in torch's order: the same "
+            "numbers, so the same loss and gradients bit for bit, in less time at a small vocabulary "
+            "(docs/benchmarks.md gives the figures). The kernel is built on first use by the machine's C compiler "
+            "into a private cache folder, checked by owner, mode and SHA-256 before loading (HF_ICOT_DROPOUT_KERNEL=0, "
+            "or no compiler: torch draws, and the lever does nothing). It sets nothing for the process; where the "
+            "environment sets OMP_WAIT_POLICY=PASSIVE and torch has 2 or more threads, the masks are drawn ahead on "
+            "a helper thread while the forward runs (by torch where there is no kernel). Not with gradient "
+            "checkpointing or the latent methods, and only while each forward draws nothing but its recorded dropout "
+            "calls (checked; SDPA attention with dropout runs as eager attention meanwhile, the same function). The "
+            "run logs one line saying it is on."
         },
     )
     decay_all_parameters: bool = field(

@@ -51,7 +51,7 @@ def test_a_lever_asked_for_is_on_every_side_of_ours_but_its_own_off_side(tmp_pat
         command = run.ours_command(args, tmp_path, tmp_path / "out", tmp_path / "clock.json", stage_eval, lever)
         return command[5:]  # after python -c LAUNCHER clock recipe: what the launcher and the recipe read
 
-    # The launcher asks for PASSIVE threads, as a recipe's run_main does, exactly where the lever is on.
+    # The lever is on every side of ours but the one that turns it off.
     assert bool_flag_on("draw_dropout_ahead", recipe_flags(True))
     assert bool_flag_on("draw_dropout_ahead", recipe_flags(False))
     assert not bool_flag_on("draw_dropout_ahead", recipe_flags(False, "draw_dropout_ahead=false"))
