@@ -9,7 +9,7 @@ For each row of :data:`ROWS` the script takes the league's command for seed 0 fr
 model and batch, ``OMP_NUM_THREADS=1`` as the harness runs it) and changes only what does not touch a step's
 arithmetic: ``--max_steps`` (:data:`STEPS`), no generation during training, no stage evaluation or checkpoints, a
 small final evaluation, a scratch output folder; a staged continuous-thought method (Coconut, and SIM-CoT on it)
-starts at its last stage (``--start_stage`` = its ``max_latent_stage``), so every timed step is the method's steady
+starts at its last stage (``--start_stage`` = its ``max_latent_stage``, else the task's CoT steps), so every timed step is the method's steady
 form (every CoT step a thought). The step clock is the Trainer's own ``on_step_end`` (a callback added by the
 launcher, as ``bench/stepwise_vs_reference`` times our recipe): the figure is the median interval between optimizer
 steps after the first :data:`WARM_UP`, and a row's figure the median of its ``--rounds`` runs (3; each round
@@ -47,11 +47,14 @@ ROWS = {
                 "simcot_coconut", "simcot_codi"),
     "counter7": ("e2e", "coconut", "coconut_published", "codi", "codi_published"),  # its others are borrowed
 }  # fmt: skip
+#: task -> its CoT steps (parity4's chain: 3 one-token steps; counter7: 32 states as 8 steps of 4), Coconut's last
+#: stage where a command leaves ``max_latent_stage`` unset
+COT_STEPS = {"parity4": 3, "counter7": 8}
 #: The removal family's rows, whose steps cost between these two rows' (their CoT shrinks over the run).
 BETWEEN = ("e2e", "full_cot")
 #: Flags (with their value) of the league's commands that only evaluate or save: dropped before the overrides.
-DROPPED = {"--generation_eval_steps", "--generation_eval_examples", "--generation_eval_split", "--stop_at_implicit_em",
-           "--resume_from_checkpoint", "--max_steps"}  # fmt: skip
+DROPPED = {"--generation_eval_steps", "--generation_eval_examples", "--stop_at_implicit_em", "--resume_from_checkpoint",
+           "--max_steps"}  # fmt: skip
 
 LAUNCHER = r"""
 import json, runpy, sys, time
@@ -74,14 +77,16 @@ finally:
 """
 
 
-def last_stage(argv: list[str]) -> int:
-    """The last stage of a staged continuous-thought command (its ``max_latent_stage``: the flag, else its
-    ``--config`` file's), where every CoT step is a thought; 0 for a command without stages."""
+def last_stage(argv: list[str], task: str = "parity4") -> int:
+    """The last stage of a staged continuous-thought command, where every CoT step is a thought: its
+    ``max_latent_stage`` (the flag, else its ``--config`` file's), else the task's longest CoT (:data:`COT_STEPS`); 0
+    for a command without stages."""
     flags = dict(zip(argv, argv[1:]))
-    if "--max_latent_stage" in flags:
-        return int(flags["--max_latent_stage"])
     config = yaml.safe_load((REPO / flags["--config"]).read_text()) if "--config" in flags else {}
-    return int(config.get("max_latent_stage") or 0) if config.get("schedule") == "coconut" else 0
+    if flags.get("--schedule", config.get("schedule")) != "coconut":
+        return 0
+    stage = flags.get("--max_latent_stage", config.get("max_latent_stage"))
+    return COT_STEPS[task] if stage is None else int(stage)
 
 
 def timed_command(argv: list[str], stage: int, output: Path, clock: Path) -> list[str]:
@@ -130,7 +135,7 @@ def measure(task: str, methods: tuple[str, ...], rounds: int) -> dict:
         shift = round_index % len(methods)
         for method in methods[shift:] + methods[:shift]:
             run = runs[f"{task}_{method}_s0"]
-            stage, load = last_stage(list(run.argv)), os.getloadavg()[0]
+            stage, load = last_stage(list(run.argv), task), os.getloadavg()[0]
             seconds, timed, command = time_row(run, stage)
             row = rows.setdefault(method, {"rounds_s": [], "load_before": [], "stage": stage, "command": command})
             row["rounds_s"].append(seconds)
