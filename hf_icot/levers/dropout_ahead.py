@@ -1,4 +1,5 @@
-"""Dropout's masks drawn on a helper thread while a CPU training forward runs: the same numbers, off the step's path.
+"""A CPU training forward's dropout masks drawn faster, as the same numbers: by a C kernel in the step, or on a
+helper thread while the forward runs where the environment lets torch's threads sleep.
 
 On the CPU torch draws every dropout mask with its Mersenne Twister one element after another on one thread (~7.5 ns
 an element, ``bench/bench_dropout_draws.py``): at the stepwise reference's small vocabulary about a fifth of a GPT-2

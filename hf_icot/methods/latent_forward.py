@@ -89,8 +89,9 @@ def check_latent_model(lm: nn.Module) -> None:
     lm.eval()
     try:
         with torch.no_grad():
-            hidden = decoder(input_ids=probe).last_hidden_state  # (1, 4, H)
-            full = lm(input_ids=probe).logits.float()
+            mask = torch.ones_like(probe)  # no padding (without it transformers warns the ids may be padded)
+            hidden = decoder(input_ids=probe, attention_mask=mask).last_hidden_state  # (1, 4, H)
+            full = lm(input_ids=probe, attention_mask=mask).logits.float()
             split = head(hidden).float()
     finally:
         lm.train(was_training)

@@ -95,6 +95,9 @@ TASKS = {
             "M2-published-counter7": ("codi_published", "coconut_published"),
             "M3-published-counter7": ("codi_published", "full_cot"),
             "M4-counter7": (STABLE, "codi_published"),
+            "S1-counter7": ("simcot_coconut", "coconut_published"),
+            "S2-counter7": ("simcot_codi", "codi_published"),
+            "P1-counter7": ("pccot", "coconut_published"),
         },
         labels={
             "stepwise": "stepwise removal (R2's left curriculum; semiautomata records)",

@@ -52,7 +52,7 @@ from hf_icot.studies.report import (
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import stability as stability_of
-from results.methods import step_cost, thoughts
+from results.methods import step_cost, step_seconds, thoughts
 from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, STEP_COST, TASKS, THOUGHTS
 from results.methods.records import resumed, training_passes
 from results.methods.rules import PLATEAU_SHARE, RULES
@@ -64,6 +64,7 @@ BAR = 0.9
 SEEDS = 3  # seeds per method and task in runs.yaml
 COST = "forward passes / answer (1 per latent thought or generated token)"
 TRAIN_PASSES = "forward passes / training example (logged, mean over the run)"
+STEP_MS = "ms per training step (quiet, at its last stage)"
 
 
 def _load(path: Path, task: str, method: str, seed: int, answered: str, source: str) -> dict | str:
@@ -194,7 +195,8 @@ def label(task: str, method: str) -> str:
     return TASKS[task].labels.get(method, METHODS[method][0])
 
 
-def table_rows(rows: list[dict]) -> list[dict]:
+def table_rows(rows: list[dict], seconds: dict | None = None) -> list[dict]:
+    """The table's rows; ``seconds``: :func:`step_seconds.read`'s measurements (None: none)."""
     out = []
     for row in rows:
         n, reached = len(row["runs"]), row["reached"]
@@ -223,6 +225,7 @@ def table_rows(rows: list[dict]) -> list[dict]:
                 "wall time per run": wall,
                 "late evaluations ≥ 90% (per seed)": " ".join("—" if v is None else f"{v:.2f}" for v in row["late"]),
                 "CPU": "; ".join(row["cpus"]),
+                STEP_MS: step_seconds.cell(seconds or {}, row["task"], row["method"]),
                 TRAIN_PASSES: _cell(row["train_passes"], 2),
                 COST: _cell(row["cost"], 2),
                 "tokens/s (test)": _cell(row["tokens_per_s"], 0),
@@ -232,10 +235,10 @@ def table_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def _write_or_clear(rows: list[dict], out: Path, name: str) -> str:
+def _write_or_clear(rows: list[dict], out: Path, name: str, seconds: dict | None = None) -> str:
     """``rows`` as ``out/name.md`` / ``.csv``; for no rows, neither file (a stale one is removed) and ``""``."""
     if rows:
-        return write_table(table_rows(rows), out, name)
+        return write_table(table_rows(rows, seconds), out, name)
     for suffix in (".md", ".csv"):
         (out / f"{name}{suffix}").unlink(missing_ok=True)
     return ""
@@ -385,9 +388,12 @@ NOTES = (
     "CODI it is their latent thoughts plus the tokens they generate (`forward_passes`), for a token method the "
     "tokens it generates (tokens/s ÷ examples/s). Forward passes per training example: the decoder passes of a "
     "training step per example, as logged (`cot/forward_passes`, counted on the model's transformer and SIM-CoT's "
-    "decoder; blank for runs recorded before it was logged). Speeds and wall times are on this CPU beside another run: compare "
-    "them roughly; a run the harness resumed from a checkpoint is timed from its resumption only, so its wall time "
-    "is left out (and counted)."
+    "decoder; blank for runs recorded before it was logged). Milliseconds per training step: the row's command "
+    "for seed 0 at its last stage, 60 steps, the median after 10, the median of 3 quiet rotated rounds (`python -m "
+    "results.methods.step_seconds`, `step_seconds.json`; a token-removal row costs between end to end and full CoT as "
+    "its CoT shrinks). The other speeds and the wall times are on this CPU beside another run: compare them roughly; "
+    "a run the harness resumed from a checkpoint is timed from its resumption only, so its wall time is left out "
+    "(and counted)."
 )
 
 
@@ -409,11 +415,12 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [row for task_rows in by_task.values() for row in task_rows.values()]
     complete = [row for row in rows if len(row["runs"]) >= SEEDS_OF.get(row["method"], SEEDS)]
-    table = _write_or_clear(complete, args.out, "table")
+    seconds = step_seconds.read(args.runs.parent / step_seconds.RESULT.name)  # beside runs.yaml
+    table = _write_or_clear(complete, args.out, "table", seconds)
     if not table:
         table = f"_no method has its {SEEDS} seeds recorded yet_\n"
         (args.out / "table.md").write_text(table, encoding="utf-8")
-    partial = _write_or_clear([row for row in rows if row not in complete], args.out, "partial")
+    partial = _write_or_clear([row for row in rows if row not in complete], args.out, "partial", seconds)
     if partial:
         partial = f"\nShort of their seeds, so not in the league table (their runs are still landing):\n\n{partial}"
     if failed:  # no scores: their verdicts wait for a rerun through the harness

@@ -26,7 +26,7 @@ RULES = RuleBook("methods")
 RULES.rule("M0-parity4", "M0-counter7", cases=league.PREMISE_CASES)(league.premise_rule)
 PUBLISHED = [f"M{n}-published-{task}" for n in (1, 2, 3) for task in ("parity4", "counter7")]
 #: SIM-CoT's and PCCoT's accuracy rows (issue 53), read as M1-M3 are
-FRONTIER = ["S1-parity4", "S2-parity4", "P1-parity4"]
+FRONTIER = [f"{claim}-{task}" for claim in ("S1", "S2", "P1") for task in ("parity4", "counter7")]
 #: P2: PCCoT's training step against Coconut's, r = Coconut's seconds per step / PCCoT's in each quiet run
 CHEAPER, DEARER = 1.1, 0.9
 

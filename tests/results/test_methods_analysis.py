@@ -276,7 +276,8 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     assert len(sweep) == 8 * 3 and {run.seed for run in sweep} == {0, 1, 2}
     rest = {run.seed for run in runs if not run.name.startswith("counter7_e2e_") and run not in published}
     assert sorted(rest) == [0, 1, 2]
-    assert sorted({run.seed for run in published}) == list(range(5)) and len(published) == 7 * 5
+    # parity4: 2 published rows and 3 of SIM-CoT / PCCoT; counter7: the same 5 (S1-P1-counter7 registered later)
+    assert sorted({run.seed for run in published}) == list(range(5)) and len(published) == 10 * 5
     # M0-counter7's end to end: 5 more seeds, registered to decide the premise (issue 54)
     assert sorted(run.seed for run in runs if run.name.startswith("counter7_e2e_")) == list(range(8))
     for task in make_results.TASKS.values():
@@ -355,3 +356,48 @@ def test_the_thoughts_sweep_reads_its_premise_before_sim_cots_gain(tmp_path):
     assert verdicts["T0-codi"]["verdict"] == "disagree" and verdicts["T1-codi"]["verdict"] == "inconclusive"
     image = matplotlib.image.imread(tmp_path / "out/thoughts_parity4.png")
     assert image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_the_step_seconds_column_reads_step_seconds_json_beside_the_records(tmp_path):
+    """A measured row shows its milliseconds; a token-removal row the range from end to end to full CoT; a row the
+    file does not name is blank; without the file the column is blank everywhere."""
+    _records(tmp_path / "runs")
+    measured = {"parity4": {"coconut": {"seconds_per_step": 0.0918}, "e2e": {"seconds_per_step": 0.02},
+                            "full_cot": {"seconds_per_step": 0.0451}}}  # fmt: skip
+    (tmp_path / "step_seconds.json").write_text(json.dumps({"tasks": measured}))
+    _main(tmp_path)
+    with open(tmp_path / "out/table.csv", newline="") as stream:
+        table = {row["method"].split(" (")[0]: row for row in csv.DictReader(stream)}
+    column = make_results.STEP_MS
+    assert table["Coconut"][column] == "91.8"
+    assert table["full CoT"][column] == "45.1"
+    assert table["stepwise removal"][column] == "20.0–45.1 (e2e to full CoT as its CoT shrinks)"
+    assert table["CODI"][column] == ""
+    (tmp_path / "step_seconds.json").unlink()
+    _main(tmp_path)
+    with open(tmp_path / "out/table.csv", newline="") as stream:
+        assert {row[column] for row in csv.DictReader(stream)} == {""}
+
+
+def test_step_seconds_times_the_leagues_own_command_at_its_last_stage(tmp_path):
+    """The league's seed-0 command with only evaluation, saving, length and folder changed; a staged Coconut command
+    starts at its max_latent_stage (the flag over its config), a CODI command at stage 0."""
+    from hf_icot.studies.sweep import load_sweep
+    from results.methods import step_seconds
+
+    runs = {run.name: list(run.argv) for run in load_sweep(REPO / "results/methods").runs if run.seed == 0}
+    coconut = runs["parity4_coconut_published_s0"]
+    assert step_seconds.last_stage(coconut) == 3  # coconut_quickstart.yaml's max_latent_stage
+    assert step_seconds.last_stage([*coconut, "--max_latent_stage", "2"]) == 2
+    assert step_seconds.last_stage(runs["parity4_codi_published_s0"]) == 0
+    assert step_seconds.last_stage(runs["counter7_coconut_published_s0"], "counter7") == 8  # no max_latent_stage
+    assert step_seconds.last_stage(runs["counter7_codi_published_s0"], "counter7") == 0
+    command = step_seconds.timed_command(coconut, 3, tmp_path / "out", tmp_path / "clock.json")
+    flags = command[4:]  # after python -c LAUNCHER clock
+    assert flags[0] == "recipes/icot_gpt2.py"
+    assert "--generation_eval_examples" not in flags
+    assert flags[flags.index("--generation_eval_steps") + 1] == str(10 * step_seconds.STEPS)  # after the last step
+    assert flags[flags.index("--max_steps") + 1] == str(step_seconds.STEPS)
+    assert flags[flags.index("--start_stage") + 1] == "3"
+    assert flags[flags.index("--reset_optimizer_every") + 1] == "epoch"  # the row's own flags stay
+    assert "--start_stage" not in step_seconds.timed_command(runs["parity4_codi_s0"], 0, tmp_path, tmp_path / "c")
