@@ -47,12 +47,12 @@ from hf_icot.studies.report import (
     save_figure,
     section,
     unrecorded_runs,
-    write_table,
 )
 from hf_icot.studies.statistics import Summary, difference, summarize
 from hf_icot.studies.sweep import RECORD_FILE
 from results.methods import stability as stability_of
 from results.methods import step_cost, step_seconds, thoughts
+from results.methods.league_table import NOTES, STEP_MS, label, write_or_clear  # noqa: F401 - STEP_MS for readers
 from results.methods.league_tasks import INTERNALIZING, METHODS, PREMISE, SEEDS_OF, STABLE, STEP_COST, TASKS, THOUGHTS
 from results.methods.records import resumed, training_passes
 from results.methods.rules import PLATEAU_SHARE, RULES
@@ -62,9 +62,6 @@ HERE = Path(__file__).resolve().parent
 
 BAR = 0.9
 SEEDS = 3  # seeds per method and task in runs.yaml
-COST = "forward passes / answer (1 per latent thought or generated token)"
-TRAIN_PASSES = "forward passes / training example (logged, mean over the run)"
-STEP_MS = "ms per training step (quiet, at its last stage)"
 
 
 def _load(path: Path, task: str, method: str, seed: int, answered: str, source: str) -> dict | str:
@@ -185,63 +182,6 @@ def points(runs: list[dict], task: str) -> dict[str, dict]:
         }
         row["final"] = summarize(row["scores"])
     return rows
-
-
-def _cell(summary: Summary | None, digits: int) -> str:
-    return "" if summary is None else summary.text(digits)
-
-
-def label(task: str, method: str) -> str:
-    return TASKS[task].labels.get(method, METHODS[method][0])
-
-
-def table_rows(rows: list[dict], seconds: dict | None = None) -> list[dict]:
-    """The table's rows; ``seconds``: :func:`step_seconds.read`'s measurements (None: none)."""
-    out = []
-    for row in rows:
-        n, reached = len(row["runs"]), row["reached"]
-        if not row["measured"]:
-            examples = steps = "not measured (evaluated at the end only)"
-        elif row["to_bar"] is not None:
-            examples, steps = _cell(row["to_bar"], 0), _cell(row["steps_to_bar"], 0)
-        elif reached:
-            examples = f"{len(reached)}/{n} seeds reached it ({', '.join(f'{e:,.0f}' for e, _ in reached)})"
-            steps = f"{len(reached)}/{n} seeds ({', '.join(f'{s:,}' for _, s in reached)})"
-        else:
-            examples, steps = f"not reached in {row['trained']:,.0f}", "not reached"
-        low, high = (f"{f(row['wall']):,.0f}" for f in (min, max)) if row["wall"] else ("", "")
-        wall = "—" if not low else f"{low} s" if low == high else f"{low}–{high} s"
-        if row["resumed"]:
-            wall += f" ({row['resumed']} resumed run(s) left out: timed from the resumption)"
-        out.append(
-            {
-                "task": row["task"],
-                "method": label(row["task"], row["method"]),
-                "mode": row["runs"][0]["mode"],
-                "seeds": n,
-                "test EM, own mode (end)": _cell(row["final"], 3),
-                "examples to ≥ 90%": examples,
-                "steps to ≥ 90%": steps,
-                "wall time per run": wall,
-                "late evaluations ≥ 90% (per seed)": " ".join("—" if v is None else f"{v:.2f}" for v in row["late"]),
-                "CPU": "; ".join(row["cpus"]),
-                STEP_MS: step_seconds.cell(seconds or {}, row["task"], row["method"]),
-                TRAIN_PASSES: _cell(row["train_passes"], 2),
-                COST: _cell(row["cost"], 2),
-                "tokens/s (test)": _cell(row["tokens_per_s"], 0),
-                "examples/s (test)": _cell(row["examples_per_s"], 0),
-            }
-        )
-    return out
-
-
-def _write_or_clear(rows: list[dict], out: Path, name: str, seconds: dict | None = None) -> str:
-    """``rows`` as ``out/name.md`` / ``.csv``; for no rows, neither file (a stale one is removed) and ``""``."""
-    if rows:
-        return write_table(table_rows(rows, seconds), out, name)
-    for suffix in (".md", ".csv"):
-        (out / f"{name}{suffix}").unlink(missing_ok=True)
-    return ""
 
 
 def unrecorded(sweep_folder: Path) -> dict[tuple[str, str], list[str]]:
@@ -378,25 +318,6 @@ def plot(rows: dict[str, dict], task: str, out: Path) -> Path | None:
     return save_figure(figure, out / f"curves_{task}.png")
 
 
-NOTES = (
-    "Each method answers in its own mode: implicit (no CoT) for token removal and end to end, latent for Coconut and "
-    "CODI, explicit (writing its CoT) for full CoT, and on counter7 length hint 0 for the mixture (trained with "
-    "length hints, its no-CoT mode). Examples and steps to ≥ 90%: the first held-out measurement at or above 90% "
-    "(parity4: every 100 steps, 200 validation questions; counter7: every 250 steps, the first 100 test questions); "
-    "the runs counter7 reads from the semiautomata study evaluated at the end only. Inference cost per test answer "
-    "in decoder forward passes: a latent thought costs one forward pass, as a generated token does; for Coconut and "
-    "CODI it is their latent thoughts plus the tokens they generate (`forward_passes`), for a token method the "
-    "tokens it generates (tokens/s ÷ examples/s). Forward passes per training example: the decoder passes of a "
-    "training step per example, as logged (`cot/forward_passes`, counted on the model's transformer and SIM-CoT's "
-    "decoder; blank for runs recorded before it was logged). Milliseconds per training step: the row's command "
-    "for seed 0 at its last stage, 60 steps, the median after 10, the median of 3 quiet rotated rounds (`python -m "
-    "results.methods.step_seconds`, `step_seconds.json`; a token-removal row costs between end to end and full CoT as "
-    "its CoT shrinks). The other speeds and the wall times are on this CPU beside another run: compare them roughly; "
-    "a run the harness resumed from a checkpoint is timed from its resumption only, so its wall time is left out "
-    "(and counted)."
-)
-
-
 def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=HERE / "runs", help="folder of run records (the harness's)")
@@ -416,11 +337,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     rows = [row for task_rows in by_task.values() for row in task_rows.values()]
     complete = [row for row in rows if len(row["runs"]) >= SEEDS_OF.get(row["method"], SEEDS)]
     seconds = step_seconds.read(args.runs.parent / step_seconds.RESULT.name)  # beside runs.yaml
-    table = _write_or_clear(complete, args.out, "table", seconds)
+    table = write_or_clear(complete, args.out, "table", seconds)
     if not table:
         table = f"_no method has its {SEEDS} seeds recorded yet_\n"
         (args.out / "table.md").write_text(table, encoding="utf-8")
-    partial = _write_or_clear([row for row in rows if row not in complete], args.out, "partial", seconds)
+    partial = write_or_clear([row for row in rows if row not in complete], args.out, "partial", seconds)
     if partial:
         partial = f"\nShort of their seeds, so not in the league table (their runs are still landing):\n\n{partial}"
     if failed:  # no scores: their verdicts wait for a rerun through the harness
