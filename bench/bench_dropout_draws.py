@@ -4,7 +4,7 @@ and before it.
 Run from the repository root, with nothing else running::
 
     python bench/bench_dropout_draws.py                  # GPT-2 4x128, dropout 0.1, 4x4 lines, batch 32, 40 steps
-    OMP_WAIT_POLICY=PASSIVE python bench/bench_dropout_draws.py --threads 2     # as the recipes run
+    OMP_WAIT_POLICY=PASSIVE python bench/bench_dropout_draws.py --threads 2     # with a helper thread
     OMP_WAIT_POLICY=ACTIVE python bench/bench_dropout_draws.py --threads 2
 
 At the stepwise reference's small vocabulary, dropout's random draws are the largest cost of a CPU training step that

@@ -179,7 +179,7 @@ def run_main(
 
     It sets nothing for the whole process: ``draw_dropout_ahead`` draws its masks in the step with the C kernel while
     torch's threads spin (libgomp's default); its helper thread is used only where the environment itself sets
-    ``OMP_WAIT_POLICY=PASSIVE`` (``bench/README.md``, "The lever in the step")."""
+    ``OMP_WAIT_POLICY=PASSIVE`` (``bench/README.md``: "The lever in the step, with spinning threads")."""
     import logging
     import sys
 
