@@ -9,14 +9,14 @@ For each row of :data:`ROWS` the script takes the league's command for seed 0 fr
 model and batch, ``OMP_NUM_THREADS=1`` as the harness runs it) and changes only what does not touch a step's
 arithmetic: ``--max_steps`` (:data:`STEPS`), no generation during training, no stage evaluation or checkpoints, a
 small final evaluation, a scratch output folder; a staged continuous-thought method (Coconut, and SIM-CoT on it)
-starts at its last stage (``--start_stage`` = its ``max_latent_stage``, else the task's CoT steps), so every timed step is the method's steady
-form (every CoT step a thought). The step clock is the Trainer's own ``on_step_end`` (a callback added by the
-launcher, as ``bench/stepwise_vs_reference`` times our recipe): the figure is the median interval between optimizer
-steps after the first :data:`WARM_UP`, and a row's figure the median of its ``--rounds`` runs (3; each round
-starts one row later). The token-removal rows whose CoT shrinks over the run (stepwise, adaptive,
+starts at its last stage (``--start_stage`` = its ``max_latent_stage``, else the task's CoT steps), so every timed
+step is the method's steady form (every CoT step a thought). The step clock is the Trainer's own ``on_step_end`` (a
+callback added by ``bench/stepwise_vs_reference``'s launcher, which times our recipe there): the figure is the median
+interval between optimizer steps after the first :data:`WARM_UP`, and a row's figure the median of its ``--rounds``
+runs (3; each round starts one row later). The token-removal rows whose CoT shrinks over the run (stepwise, adaptive,
 mixture) have no single steady form: their steps cost between the end-to-end row's (no CoT) and the full-CoT row's,
-which the table says instead of a figure. One process at a time; run it with nothing else running (the file
-records the machine and the load average before each row).
+which the table says instead of a figure. One process at a time; run it with nothing else running (the file records
+the machine and the load average before each row).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from bench.stepwise_vs_reference.run import OURS_LAUNCHER
 from hf_icot.studies.runner import machine
 from hf_icot.studies.sweep import load_sweep
 
@@ -56,26 +57,6 @@ BETWEEN = ("e2e", "full_cot")
 DROPPED = {"--generation_eval_steps", "--generation_eval_examples", "--stop_at_implicit_em", "--resume_from_checkpoint",
            "--max_steps"}  # fmt: skip
 
-LAUNCHER = r"""
-import json, runpy, sys, time
-import transformers
-out_path, recipe = sys.argv[1], sys.argv[2]
-ends = []
-class StepClock(transformers.TrainerCallback):
-    def on_step_end(self, args, state, control, **kwargs):
-        ends.append(time.perf_counter())
-real_init = transformers.Trainer.__init__
-def init(self, *args, **kwargs):
-    real_init(self, *args, **kwargs)
-    self.add_callback(StepClock())
-transformers.Trainer.__init__ = init
-sys.argv = [recipe, *sys.argv[3:]]
-try:
-    runpy.run_path(recipe, run_name="__main__")
-finally:
-    json.dump({"step_ends": ends}, open(out_path, "w"))
-"""
-
 
 def last_stage(argv: list[str], task: str = "parity4") -> int:
     """The last stage of a staged continuous-thought command, where every CoT step is a thought: its
@@ -90,8 +71,8 @@ def last_stage(argv: list[str], task: str = "parity4") -> int:
 
 
 def timed_command(argv: list[str], stage: int, output: Path, clock: Path) -> list[str]:
-    """The league's ``argv`` under :data:`LAUNCHER`, its evaluation and saving off, :data:`STEPS` steps from
-    ``stage``."""
+    """The league's ``argv`` under the stepwise bench's launcher (it adds the step clock and writes ``clock``), its
+    evaluation and saving off, :data:`STEPS` steps from ``stage``."""
     kept, skip = [], False
     for part in argv[1:]:  # argv[0] is the interpreter
         if skip:
@@ -106,7 +87,7 @@ def timed_command(argv: list[str], stage: int, output: Path, clock: Path) -> lis
                  "--output_dir", str(output)]  # fmt: skip
     if stage:
         overrides += ["--start_stage", str(stage)]
-    return [sys.executable, "-c", LAUNCHER, str(clock), recipe, *flags, *overrides]
+    return [sys.executable, "-c", OURS_LAUNCHER, str(clock), recipe, *flags, *overrides]
 
 
 def time_row(run: Any, stage: int) -> tuple[float, int, list[str]]:
@@ -130,12 +111,12 @@ def measure(task: str, methods: tuple[str, ...], rounds: int) -> dict:
     missing = [f"{task}_{method}_s0" for method in methods if f"{task}_{method}_s0" not in runs]
     if missing:
         raise SystemExit(f"runs.yaml has no run {', '.join(missing)}; --task {task} times {', '.join(ROWS[task])}.")
+    stages = {method: last_stage(list(runs[f"{task}_{method}_s0"].argv), task) for method in methods}
     rows: dict[str, dict] = {}
     for round_index in range(rounds):
         shift = round_index % len(methods)
         for method in methods[shift:] + methods[:shift]:
-            run = runs[f"{task}_{method}_s0"]
-            stage, load = last_stage(list(run.argv), task), os.getloadavg()[0]
+            run, stage, load = runs[f"{task}_{method}_s0"], stages[method], os.getloadavg()[0]
             seconds, timed, command = time_row(run, stage)
             row = rows.setdefault(method, {"rounds_s": [], "load_before": [], "stage": stage, "command": command})
             row["rounds_s"].append(seconds)

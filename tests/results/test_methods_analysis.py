@@ -393,7 +393,7 @@ def test_step_seconds_times_the_leagues_own_command_at_its_last_stage(tmp_path):
     assert step_seconds.last_stage(runs["counter7_coconut_published_s0"], "counter7") == 8  # no max_latent_stage
     assert step_seconds.last_stage(runs["counter7_codi_published_s0"], "counter7") == 0
     command = step_seconds.timed_command(coconut, 3, tmp_path / "out", tmp_path / "clock.json")
-    flags = command[4:]  # after python -c LAUNCHER clock
+    flags = command[4:]  # after python -c the launcher clock
     assert flags[0] == "recipes/icot_gpt2.py"
     assert "--generation_eval_examples" not in flags
     assert flags[flags.index("--generation_eval_steps") + 1] == str(10 * step_seconds.STEPS)  # after the last step
