@@ -1,7 +1,6 @@
 """A recipe's command line and its run, the top of the library's rooms:
 
-* :mod:`~hf_icot.command_line.config_file` — the ``--config`` YAML file, one-line flag errors, a boolean flag read
-  before torch is imported;
+* :mod:`~hf_icot.command_line.config_file` — the ``--config`` YAML file and one-line flag errors;
 * :mod:`~hf_icot.command_line.flag_cache` — the flags kept on disk after a full parse, so ``--help`` and a bad flag
   answer before the heavy imports;
 * :mod:`~hf_icot.command_line.parsing` — ``--config file.yaml`` plus flag overrides into dataclasses

@@ -40,8 +40,6 @@ def test_a_lever_side_takes_flag_equals_value(tmp_path, capsys) -> None:
 
 
 def test_a_lever_asked_for_is_on_every_side_of_ours_but_its_own_off_side(tmp_path, capsys) -> None:
-    from hf_icot.command_line.config_file import bool_flag_on
-
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("")
     given = ["--lever", "draw_dropout_ahead=true", "--lever-off", "draw_dropout_ahead=false"]
@@ -51,10 +49,13 @@ def test_a_lever_asked_for_is_on_every_side_of_ours_but_its_own_off_side(tmp_pat
         command = run.ours_command(args, tmp_path, tmp_path / "out", tmp_path / "clock.json", stage_eval, lever)
         return command[5:]  # after python -c LAUNCHER clock recipe: what the launcher and the recipe read
 
+    def lever(flags: list[str]) -> str:  # the value the recipe reads: a flag given twice takes its last one
+        return flags[len(flags) - flags[::-1].index("--draw_dropout_ahead")]
+
     # The lever is on every side of ours but the one that turns it off.
-    assert bool_flag_on("draw_dropout_ahead", recipe_flags(True))
-    assert bool_flag_on("draw_dropout_ahead", recipe_flags(False))
-    assert not bool_flag_on("draw_dropout_ahead", recipe_flags(False, "draw_dropout_ahead=false"))
+    assert lever(recipe_flags(True)) == "true"
+    assert lever(recipe_flags(False)) == "true"
+    assert lever(recipe_flags(False, "draw_dropout_ahead=false")) == "false"
     with pytest.raises(SystemExit):
         run.parse_args(["--reference-repo", str(tmp_path), "--lever", "draw_dropout_ahead"])
     assert "--lever 'draw_dropout_ahead' is not FLAG=VALUE" in capsys.readouterr().err
