@@ -133,8 +133,10 @@ def keeps_thoughts_apart(figures: Mapping[str, Any]) -> Decision:
     drop, gain = figures["drop"], figures["gain"]
     if drop.low is None or drop.high >= -SWEEP_MARGIN or gain.low is None:
         return decided("inconclusive")
-    cuts = (Cut.of("SIM-CoT - plain at the most thoughts", gain, 0.0),
-            Cut.of("SIM-CoT - plain at the most thoughts", gain, SWEEP_MARGIN))
+    cuts = (
+        Cut.of("SIM-CoT - plain at the most thoughts", gain, 0.0),
+        Cut.of("SIM-CoT - plain at the most thoughts", gain, SWEEP_MARGIN),
+    )
     if gain.low > 0:
         return decided("agree", cuts[0])
     return decided("disagree", cuts[1]) if gain.high < SWEEP_MARGIN else decided("inconclusive", *cuts)
