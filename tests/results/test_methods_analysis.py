@@ -335,6 +335,16 @@ def test_p2_reads_pccots_step_cost_beside_the_sweep(tmp_path, ratios, verdict):
     assert row["verdict"] == verdict and row["seeds"] == "3 runs" and "(a test CPU)" in row["ours"]
 
 
+def _sweep_verdicts(tmp_path: Path, task: str, finals: dict[str, list[float]]) -> dict[str, dict]:
+    """The ledger's rows after the analysis of latent runs of ``task`` with these final test scores (one run a seed)."""
+    for method, scores in finals.items():
+        for seed, _ in enumerate(scores):
+            _write(tmp_path / "runs", method, seed, 2, name=f"{task}_{method}", mode="latent", finals=scores)
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    return {row["id"]: row for row in read_ledger(ledger)}
+
+
 def test_the_thoughts_sweep_reads_its_premise_before_sim_cots_gain(tmp_path):
     """T0: the plain method at 12 thoughts against 3; T1: SIM-CoT against the plain method at 12, read only where T0
     holds. Coconut collapses here and SIM-CoT keeps it; CODI does not collapse, so its T1 has nothing to show."""
@@ -343,12 +353,7 @@ def test_the_thoughts_sweep_reads_its_premise_before_sim_cots_gain(tmp_path):
         "codi_published": [1.0] * 5, "codi_t12": [1.0, 0.99, 1.0], "simcot_codi_t12": [1.0, 1.0, 1.0],
         "coconut_t6": [0.9, 0.8, 0.85],
     }  # fmt: skip
-    for method, scores in finals.items():
-        for seed, _ in enumerate(scores):
-            _write(tmp_path / "runs", method, seed, 2, name=f"parity4_{method}", mode="latent", finals=scores)
-    ledger = _ledger(tmp_path)
-    _main(tmp_path, "--ledger", str(ledger))
-    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    verdicts = _sweep_verdicts(tmp_path, "parity4", finals)
     assert verdicts["T0-coconut"]["verdict"] == "agree"
     assert verdicts["T0-coconut"]["ours"].startswith("Coconut at 12 thoughts - at 3: -0.410")
     assert (
@@ -368,12 +373,7 @@ def test_the_thoughts_sweep_on_counter7_reads_8_against_16_thoughts(tmp_path):
         "simcot_coconut_t16": [1.0, 1.0, 1.0], "codi_published": [1.0] * 5, "codi_t16": [0.5, 0.49, 0.51],
         "simcot_codi_t16": [0.5, 0.5, 0.49],
     }  # fmt: skip
-    for method, scores in finals.items():
-        for seed, _ in enumerate(scores):
-            _write(tmp_path / "runs", method, seed, 2, name=f"counter7_{method}", mode="latent", finals=scores)
-    ledger = _ledger(tmp_path)
-    _main(tmp_path, "--ledger", str(ledger))
-    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    verdicts = _sweep_verdicts(tmp_path, "counter7", finals)
     assert verdicts["T0-counter7-codi"]["verdict"] == "agree"
     assert verdicts["T0-counter7-codi"]["ours"].startswith("CODI at 16 thoughts - at 8: -0.500")
     assert verdicts["T1-counter7-codi"]["verdict"] == "disagree"
