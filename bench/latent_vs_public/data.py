@@ -67,6 +67,29 @@ CODI_ROWS = [
     {"question": "Sam had 20 marbles and lost 4, then won 9.  How many now?",
      "cot": "<<20-4=16>> <<16+9=25>> <<25*1=25>> <<25+0=25>>", "answer": "25"},
 ]  # fmt: skip
+#: GSM8k-Aug-NL rows as CODI reads them (zen-E/GSM8k-Aug-NL: the CoT in sentences; its icot-full branch splits it at
+#: ". "): one sentence (an empty teacher CoT), a decimal point inside a sentence, a negative answer CODI drops.
+CODI_NL_ROWS = [
+    {"question": "Tom has 3 boxes of 12 pens.  He gives away 7 pens. How many pens are left?",
+     "cot": "Tom has 3*12 = 36 pens. He has 36-7 = 29 pens left.", "answer": "29"},
+    {"question": "Ann reads 4 pages a day for 6 days, then 10 more.  How many pages?",
+     "cot": "Ann reads 4*6 = 24 pages in 6 days. Then she reads 24+10 = 34 pages. So she reads 34 pages.",
+     "answer": "34"},
+    {"question": "A shop sells 1200 apples a day. How many in 5 days?", "cot": "It sells 1200*5 = 6000 apples.",
+     "answer": "6000"},
+    {"question": "It is 3 degrees and drops 9. What is it now?", "cot": "It is 3-9 = -6 degrees.", "answer": "-6"},
+    {"question": "A pen costs 1.5 dollars. How much do 4 pens cost?",
+     "cot": "4 pens cost 4*1.5 = 6 dollars. The answer is 6.", "answer": "#### 6"},
+    {"question": "Sam had 20 marbles and lost 4, then won 9.  How many now?",
+     "cot": "Sam had 20-4 = 16 marbles. Then he had 16+9 = 25 marbles. He has 25 now. That is all.", "answer": "25"},
+]  # fmt: skip
+#: CODI's published formats: (name, its data_name, latent_json's format, its rows, remove_eos).
+CODI_SETTINGS = [
+    ("CODI GSM8K-Aug, remove_eos false", "icot", "codi", "aug", False),
+    ("CODI GSM8K-Aug, remove_eos true", "icot", "codi", "aug", True),
+    ("CODI GSM8K-Aug-NL, remove_eos false", "icot-full", "codi_nl", "nl", False),
+    ("CODI GSM8K-Aug-NL, remove_eos true", "icot-full", "codi_nl", "nl", True),
+]
 #: Coconut's published settings: (name, rows, c_thought, max_latent_stage, pad_latent_to_max).
 COCONUT_SETTINGS = [
     ("GSM8K (c=2, max 3, pad)", "gsm", 2, 3, True),
@@ -104,7 +127,7 @@ def corpus(prosqa: list[dict]) -> list[str]:
     texts = []
     for row in [*prosqa, *GSM_ROWS]:
         texts.append(row["question"] + "\n" + "\n".join(row["steps"]) + "\n### " + row["answer"])
-    for row in CODI_ROWS:
+    for row in [*CODI_ROWS, *CODI_NL_ROWS]:
         texts.append(f"{row['question']} {row['cot']} The answer is: {row['answer']}")
     return texts * 4
 
@@ -127,15 +150,15 @@ def one_process_map():
 
 
 def our_prepared(
-    json_file: Path, tokenizer: Any, schedule: Any, options: dict | None = None
+    json_file: Path, tokenizer: Any, schedule: Any, options: dict | None = None, fmt: str = "auto"
 ) -> tuple[list[dict], Any]:
-    """The rows of ``json_file`` through ``latent_json``, the collator and the method's preparation, as the trainer
-    renders them (the text columns left out), and the method (with ``options``) ready to render."""
+    """The rows of ``json_file`` through ``latent_json`` (its ``fmt``), the collator and the method's preparation, as
+    the trainer renders them (the text columns left out), and the method (with ``options``) ready to render."""
     from datasets_builder import build_dataset
     from hf_icot.data.collator import ICoTCollator
     from hf_icot.methods import build_method
 
-    dataset, _ = build_dataset("latent_json", {"path": [str(json_file)]})
+    dataset, _ = build_dataset("latent_json", {"path": [str(json_file)], "format": fmt})
     split = next(iter(dataset.values()))
     collator = ICoTCollator(tokenizer, schedule.layout)
     method = build_method(schedule, options or {})
@@ -205,12 +228,14 @@ def coconut_table(coconut_repo: Path, tokenizer: Any, files: dict[str, Path]) ->
 # -- CODI -----------------------------------------------------------------------------------------------------------
 
 
-def codi_their_batch(codi_repo: Path, folder: Path, rows: list[dict], remove_eos: bool, ids: dict) -> dict:
-    """CODI's ``train()`` on ``rows`` up to its collated batch (see the module docstring)."""
+def codi_their_batch(
+    codi_repo: Path, folder: Path, rows: list[dict], remove_eos: bool, ids: dict, data_name: str = "icot"
+) -> dict:
+    """CODI's ``train()`` on ``rows`` with its ``--data_name`` up to its collated batch (see the module docstring)."""
     if str(codi_repo) not in sys.path:
         sys.path.insert(0, str(codi_repo))  # train.py imports src.model from its checkout
     with contextlib.redirect_stdout(sys.stderr):  # it prints its device when loaded
-        module = load_module(codi_repo / "train.py", f"their_codi_train_{int(remove_eos)}")
+        module = load_module(codi_repo / "train.py", f"their_codi_train_{data_name}_{int(remove_eos)}")
     captured: dict[str, Any] = {}
 
     class ModelIds:  # what train() reads from its model before training: the ids it appends to the vocabulary
@@ -225,10 +250,10 @@ def codi_their_batch(codi_repo: Path, folder: Path, rows: list[dict], remove_eos
         def save_model(self, **kwargs: Any) -> None: ...
 
     module.CODI = lambda *args, **kwargs: ModelIds()
-    module.load_dataset = lambda name: {"train": rows}
+    module.load_dataset = lambda name: {"train": rows}  # icot: zen-E/GSM8k-Aug; icot-full: zen-E/GSM8k-Aug-NL
     module.CustomTrainer = KeepData
     argv = [
-        "train.py", "--model_name_or_path", str(folder), "--data_name", "icot", "--output_dir",
+        "train.py", "--model_name_or_path", str(folder), "--data_name", data_name, "--output_dir",
         str(folder / "out"), "--report_to", "none", "--lora_init", "True", "--num_latent", "6",
         "--remove_eos", str(remove_eos),
     ]  # fmt: skip
@@ -242,9 +267,9 @@ def codi_their_batch(codi_repo: Path, folder: Path, rows: list[dict], remove_eos
     return captured["data_collator"]([dataset[i] for i in range(len(dataset))])
 
 
-def codi_table(codi_repo: Path, tokenizer: Any, folder: Path, json_file: Path) -> list[dict]:
-    """CODI with remove_eos false and true: student and teacher, row by row and as padded batches, against ours on
-    the rows CODI keeps."""
+def codi_table(codi_repo: Path, tokenizer: Any, folder: Path, files: dict[str, Path]) -> list[dict]:
+    """CODI's settings (:data:`CODI_SETTINGS`): student and teacher, row by row and as padded batches, against ours
+    on the rows CODI keeps."""
     import torch
 
     from hf_icot.curriculum import build_schedule
@@ -253,10 +278,12 @@ def codi_table(codi_repo: Path, tokenizer: Any, folder: Path, json_file: Path) -
     markers = LatentTokens.of(tokenizer)
     ids = {"pad": tokenizer.pad_token_id, "start": markers.start, "end": markers.end}
     results = []
-    for remove_eos in (False, True):
+    for name, data_name, fmt, rows, remove_eos in CODI_SETTINGS:
         schedule = build_schedule("codi", {"latent_format": "codi", "remove_eos": remove_eos, "num_latent": 6})
-        examples, method = our_prepared(json_file, tokenizer, schedule)
-        theirs = codi_their_batch(codi_repo, folder, CODI_ROWS, remove_eos, ids)
+        options = {"cot_sentences": fmt == "codi_nl"}
+        examples, method = our_prepared(files[rows], tokenizer, schedule, options, fmt)
+        rows_in = CODI_NL_ROWS if rows == "nl" else CODI_ROWS
+        theirs = codi_their_batch(codi_repo, folder, rows_in, remove_eos, ids, data_name)
         n_rows, n_latent = len(theirs["encoder_input_ids"]), schedule.num_latent
         width = theirs["encoder_input_ids"].shape[1]
         # CODI keeps rows in order and drops some: each of its rows is the one of ours that its question, separator
@@ -278,7 +305,7 @@ def codi_table(codi_repo: Path, tokenizer: Any, folder: Path, json_file: Path) -
             "teacher": [("teacher_input_ids", theirs["ref_input_ids"]), ("teacher_labels", theirs["ref_labels"]),
                         ("teacher_attention_mask", theirs["ref_attention_mask"].long())],
         }  # fmt: skip
-        result = {"setting": f"CODI GSM8K-Aug, remove_eos {str(remove_eos).lower()}", "theirs": n_rows}
+        result = {"setting": name, "theirs": n_rows}
         result["ours"] = len(examples)
         for half, keys in pairs.items():
             mask_key, their_mask_of = keys[2][0], keys[2][1]
@@ -316,9 +343,10 @@ def main() -> None:
     for name, rows in (("prosqa", prosqa), ("gsm", GSM_ROWS)):
         files[name].parent.mkdir()
         files[name].write_text(json.dumps(rows))
-    codi_file = work / "gsm8k_aug" / "gsm8k_aug_train.json"
-    codi_file.parent.mkdir()
-    codi_file.write_text(json.dumps(CODI_ROWS))
+    codi_files = {"aug": work / "gsm8k_aug" / "gsm8k_aug_train.json", "nl": work / "gsm8k_aug_nl" / "nl_train.json"}
+    for key, rows in (("aug", CODI_ROWS), ("nl", CODI_NL_ROWS)):
+        codi_files[key].parent.mkdir()
+        codi_files[key].write_text(json.dumps(rows))
     folder = work / "gpt2-bpe"  # CODI picks LoRA modules by the model's name: it must say gpt2
     tokenizer = bpe_tokenizer(corpus(prosqa), folder)
     tokenizer.pad_token = tokenizer.eos_token  # Coconut's run.py
@@ -333,7 +361,7 @@ def main() -> None:
         "\n| CODI setting | rows theirs / ours | student equal | teacher equal | distillation positions equal | "
         "padded student / teacher equal |\n|---|---|---|---|---|---|"
     )
-    for result in codi_table(args.codi, codi_tokenizer, folder, codi_file):
+    for result in codi_table(args.codi, codi_tokenizer, folder, codi_files):
         n = result["theirs"]
         print(
             f"| {result['setting']} | {n} / {result['ours']} | {result['student']}/{n} | {result['teacher']}/{n} | "

@@ -122,6 +122,8 @@ SETTINGS = {
                                    "scripts/train_gpt2_gsm8k-aug.sh", "codi", 6, ("exact", "padded", "dropout", "bf16")),
     "codi_gsm8k_aug_llama1b": Setting("CODI GSM8k-Aug, Llama-3.2-1B width", "codi", "codi_gsm8k_aug_llama1b.yaml",
                                       "scripts/train_llama1b_gsm8k-aug.sh", "codi", 6, ("exact", "dropout", "bf16")),
+    "codi_gsm8k_aug_nl_gpt2": Setting("CODI GSM8k-Aug-NL, GPT-2", "codi", "codi_gsm8k_aug_nl_gpt2.yaml",
+                                      "scripts/train_gpt2_gsm8k-aug-nl.sh", "codi_nl", 6, ("exact",)),
 }  # fmt: skip
 
 
@@ -207,10 +209,10 @@ def prosqa_rows(coconut_repo: Path, n: int) -> list[dict]:
     return [{key: row[key] for key in ("question", "steps", "answer")} for row in [*chosen[:1], six, *chosen[1:]]]
 
 
-def codi_rows(rows: list[dict], tokenizer: Any, n: int, same_length: bool) -> list[dict]:
+def codi_rows(rows: list[dict], tokenizer: Any, n: int, same_length: bool, natural: bool = False) -> list[dict]:
     """CODI's GSM8K-Aug rows (``question``, ``cot`` one string, ``answer``) from ``rows``: ``n`` whose questions are
     all as long in tokens as the commonest length (``same_length``: no left padding in CODI's batches), else the first
-    ``n``."""
+    ``n``; ``natural``: GSM8k-Aug-NL's shape, each step a sentence (:func:`sentences`)."""
     if same_length:
         lengths = [len(tokenizer(row["question"])["input_ids"]) for row in rows]
         common = max(set(lengths), key=lengths.count)
@@ -221,7 +223,13 @@ def codi_rows(rows: list[dict], tokenizer: Any, n: int, same_length: bool) -> li
     # CODI reads its first row's teacher CoT (all steps but the last) for a BOS: that row needs two steps or more.
     first = next(i for i, row in enumerate(rows) if len(row["steps"]) > 1)
     rows = [rows[first], *rows[:first], *rows[first + 1 :]]
-    return [{"question": row["question"], "cot": row["cot"], "answer": row["answer"]} for row in rows]
+    cot = lambda row: sentences(row["steps"]) if natural else row["cot"]  # noqa: E731
+    return [{"question": row["question"], "cot": cot(row), "answer": row["answer"]} for row in rows]
+
+
+def sentences(steps: list[str]) -> str:
+    """``<<a*b=c>>`` steps written as GSM8k-Aug-NL writes its CoT: sentences ended by ``". "``, the last by ``"."``."""
+    return " ".join(f"We get {step.strip('<>').replace('=', ' = ')}." for step in steps)
 
 
 # -- model folders ---------------------------------------------------------------------------------------------------
@@ -300,9 +308,10 @@ class Workspace:
 
 def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: dict, rows_per_file: int,
             codi_rows_needed: int, vocabulary: int = GPT2_VOCABULARY,
-            codi_files: tuple[str, ...] = ("codi", "codi_padded")) -> Workspace:  # fmt: skip
+            codi_files: tuple[str, ...] = ("codi", "codi_padded", "codi_nl")) -> Workspace:  # fmt: skip
     """Write the rows (``rows_per_file`` per Coconut file; ``codi_rows_needed`` in each of ``codi_files``: ``codi``
-    its questions of one length, ``codi_padded`` of different lengths) and save the models of ``methods`` into
+    its questions of one length, ``codi_padded`` of different lengths, ``codi_nl`` as ``codi`` in GSM8k-Aug-NL's shape)
+    and save the models of ``methods`` into
     ``root``. Without Coconut's checkout, ProsQA's rows are ProntoQA-like ones (another draw)."""
     from hf_icot.curriculum.layout import LATENT_TOKEN, LATENT_TOKENS
 
@@ -312,6 +321,7 @@ def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: di
     coconut["prosqa"] = prosqa_rows(coconut_repo, rows_per_file) if coconut_repo else prontoqa_rows(rows_per_file, 3)
     texts = [row["question"] + "\n" + "\n".join(row["steps"]) + "\n### " + row["answer"] for row in arithmetic]
     texts += [f"{row['question']} {row['cot']} The answer is: {row['answer']}" for row in arithmetic]
+    texts += [f"{row['question']} {sentences(row['steps'])}\n The answer is: {row['answer']}" for row in arithmetic]
     for rows in coconut.values():
         texts += [row["question"] + "\n" + "\n".join(row["steps"]) + "\n### " + row["answer"] for row in rows]
     texts = texts * 2
@@ -332,7 +342,7 @@ def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: di
             tokenizer.add_special_tokens({"pad_token": "[PAD]"})
             tokenizer.save_pretrained(folder)
         for name in codi_files:
-            rows = codi_rows(arithmetic, tokenizer, codi_rows_needed, same_length=name == "codi")
+            rows = codi_rows(arithmetic, tokenizer, codi_rows_needed, name != "codi_padded", name == "codi_nl")
             work.files[name] = write_rows(root / name, name, rows)
     return work
 
@@ -733,7 +743,7 @@ def compare(args: argparse.Namespace, key: str, variant: str, work: Workspace) -
         mine = ours(argv, seed, sequential=True, threads=args.threads)
     else:
         folder = work.folders["codi-llama" if "llama" in key else "codi-gpt2"]
-        train_file = work.files["codi_padded" if variant == "padded" else "codi"]
+        train_file = work.files["codi_padded" if variant == "padded" else setting.rows]
         set_dropout(folder, 0.1 if has_dropout(variant) else 0.0)
         rows = json.loads(train_file.read_text())
         theirs, state = their_codi(args.codi, setting, folder, rows, args.codi_batch_size, steps, seed, variant)

@@ -5,6 +5,10 @@
 * **CODI** (``zhenyi4/codi``, GSM8K-Aug as ``zen-E/GSM8k-Aug`` exports it): JSON or JSON Lines rows of
   ``{"question", "cot", "answer"}``, the CoT one string; its steps are split as :func:`hf_icot.cot.split_steps` splits
   the stepwise reference's (one step per ``<<…>>`` chunk), and a leading ``####`` is taken off the answer.
+* **CODI's natural-language rows** (format ``codi_nl``: GSM8k-Aug-NL as ``zen-E/GSM8k-Aug-NL`` exports it): the same
+  fields, the CoT's steps its sentences, split at ``". "`` as CODI's ``train.py`` splits them in its ``icot-full``
+  branch (each kept as the split gives it; an empty CoT has no steps). Its teacher joins them back with
+  ``codi``'s ``cot_sentences`` option.
 
 The question and the steps keep the file's text as it is (a GSM8K question's double spaces included), as both methods'
 code reads it, so that their formats (``latent_format coconut`` / ``codi``) give their token ids; the answer is
@@ -32,9 +36,10 @@ GENERATOR_VERSION = "2"  # 2: texts kept as the files have them (1 collapsed whi
 DESCRIPTION = (
     "Continuous-thought methods' data files in the shared schema: Coconut's JSON lists of question, steps (a list) "
     "and answer, or CODI's GSM8K-Aug rows of question, cot (one string, split into steps at its <<...>> chunks) and "
-    "answer. Each file becomes one split; rows keep the file's order."
+    "answer (codi_nl: its GSM8k-Aug-NL rows, the cot split into sentences). Each file becomes one split; rows keep the "
+    "file's order."
 )
-FORMATS = ("auto", "coconut", "codi")
+FORMATS = ("auto", "coconut", "codi", "codi_nl")
 SPLIT_SUFFIXES = {
     "train": "train",
     "valid": "validation",
@@ -54,7 +59,10 @@ class Params:
     )
     format: str = field(
         default="auto",
-        metadata={"help": "coconut (steps: a list), codi (cot: one string) or auto (each row by its fields)."},
+        metadata={
+            "help": "coconut (steps: a list), codi (cot: one string, steps at its <<...>> chunks), codi_nl (cot: one "
+            "string, steps at its sentences) or auto (coconut or codi, each row by its fields)."
+        },
     )
     config: str = field(default="", metadata={"help": "Hub config name; default: the folder holding the files."})
     seed: int = field(default=0, metadata={"help": "Recorded only: the files are copied in order, nothing is drawn."})
@@ -129,7 +137,10 @@ def to_example(row: object, file: Path, index: int, fmt: str) -> dict:
     else:
         if not isinstance(row["cot"], str):
             raise ValueError(f"{where}: 'cot' must be one string (CODI's format); use format coconut for a list.")
-        steps = split_steps(row["cot"])
+        if fmt == "codi_nl":
+            steps = row["cot"].split(". ") if row["cot"] else []
+        else:
+            steps = split_steps(row["cot"])
     return {"question": row["question"], "cot": list(steps), "answer": answer}
 
 

@@ -4,7 +4,8 @@ module imports torch, accelerate and PEFT (5-9 s on a 2-core machine) before it 
 
 :func:`save_flags` writes the parser's arguments (option strings, help, defaults, choices, ...) to
 ``$XDG_CACHE_HOME/hf_icot/flags/<key>.json`` (``~/.cache`` by default), the key naming the dataclasses, the installed
-transformers and the state of hf_icot's sources, so that any change to a flag makes another file.
+transformers and the state of hf_icot's sources when the process loaded them, so that any change to a flag makes
+another file (and a process older than an edit never saves its flags under the edited sources' key).
 :func:`answer_early` rebuilds a plain ``argparse`` parser from that file, if present: it prints ``--help``, ends a
 bad flag or choice with argparse's one line, and runs the ``__post_init__`` checks of the dataclasses that import
 nothing heavy (``ScriptArguments``, ``ModelArguments``) on what the file and the flags give them. Anything it cannot
@@ -54,7 +55,7 @@ def _to_bool(text: str) -> bool:
 _TYPES = {"int": int, "float": float, "str": str, "string_to_bool": _to_bool}
 
 
-def _sources_state() -> str:
+def _read_sources_state() -> str:
     """hf_icot's Python files by path, size and modification time: a flag's help or default changes one of them."""
     root = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
@@ -64,13 +65,18 @@ def _sources_state() -> str:
     return digest.hexdigest()
 
 
+#: The sources' state when this process loaded them: a process that outlives an edit of the sources (a long bench
+#: parsing recipe flags in-process) saves the flags of the code it runs under the old state, not the edited one's.
+_SOURCES_STATE = _read_sources_state()
+
+
 def flags_file(type_names: Sequence[str]) -> Path:
     """Where the flags of the dataclasses ``type_names`` (``module.QualName``) are kept for this installation."""
     try:
         transformers_version = metadata.version("transformers")
     except metadata.PackageNotFoundError:
         transformers_version = "none"
-    key = "|".join([*type_names, transformers_version, sys.version, _sources_state()])
+    key = "|".join([*type_names, transformers_version, sys.version, _SOURCES_STATE])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "hf_icot" / "flags" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
 

@@ -122,11 +122,14 @@ class LatentFormat:
         texts = [f"{CODI_ANSWER_MARKER} {answer}".replace("####", "") if with_prefix else answer for answer in answers]
         return self._codi_part(texts, keep_bos=False)
 
-    def cot_ids(self, cots: Sequence[Sequence[str]]) -> list[list[int]]:
+    def cot_ids(self, cots: Sequence[Sequence[str]], sentences: bool = False) -> list[list[int]]:
         """The ids of teacher CoTs, each given by its steps: the steps' ids end to end (``hf_icot``, ``coconut``), or
-        in ``codi`` the steps joined by single spaces and tokenized as one text, as CODI does."""
+        in ``codi`` the steps joined and tokenized as one text as CODI does: by single spaces (its GSM8k-Aug branch),
+        or with ``sentences`` by ``". "`` and closed by ``".\\n"`` (its GSM8k-Aug-NL branch; no steps: no text)."""
         if self.name != "codi":
             return [[token for ids in self.step_ids(steps) for token in ids] for steps in cots]
+        if sentences:
+            return self._codi_part([". ".join(steps) + ".\n" if steps else "" for steps in cots], keep_bos=False)
         return self._codi_part([" ".join(steps) for steps in cots], keep_bos=False)
 
     def _encode(self, texts: list[str], special: bool) -> list[list[int]]:

@@ -86,6 +86,12 @@ class CODIConfig(SIMCoTConfig):
     distill_loss_div_std: bool = option(False, "Divide the distillation loss by the teacher's std (l2: twice).")
     ref_loss_factor: float = option(1.0, "Weight of the teacher's cross entropy.")
     include_last_cot: bool = option(False, "Keep the last CoT step in the teacher's CoT (CODI drops it).")
+    cot_sentences: bool = option(
+        False,
+        "The teacher's CoT as CODI's GSM8k-Aug-NL branch (its data_name icot-full) writes it: the kept steps are "
+        "sentences (latent_json format codi_nl), joined by '. ' and closed by '.\\n'; off: joined by spaces, as its "
+        "GSM8k-Aug branch. Needs latent_format codi.",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -156,6 +162,14 @@ class CODIMethod(LatentMethod):
     logged_terms: ClassVar[tuple[str, ...]] = ("student_ce", "distill", "teacher_ce")
     config: CODIConfig
 
+    def __init__(self, schedule: Any, config: MethodConfig | None = None) -> None:
+        super().__init__(schedule, config)
+        if self.config.cot_sentences and schedule.layout.latent_format != "codi":
+            raise ValueError(
+                f"cot_sentences true is CODI's format's option; it applies with latent_format 'codi', not "
+                f"{schedule.layout.latent_format!r}."
+            )
+
     def attach_modules(self, model: Any, seed: int) -> None:
         if not self.config.use_prj or projection_of(model) is not None:
             return
@@ -169,14 +183,16 @@ class CODIMethod(LatentMethod):
 
     def prepare_dataset(self, dataset: Any, tokenizer: Any) -> Any:
         """In CODI's format, add ``teacher_cot_ids``: each teacher CoT (its steps but the last unless
-        ``include_last_cot``) joined and tokenized as CODI does (:meth:`LatentFormat.cot_ids`), once per dataset."""
+        ``include_last_cot``) joined and tokenized as CODI does (:meth:`LatentFormat.cot_ids`; ``cot_sentences``: as
+        its GSM8k-Aug-NL branch), once per dataset."""
         layout = self.schedule.layout
         if layout.latent_format != "codi" or TEACHER_COT in dataset.column_names:
             return dataset
         fmt = LatentFormat.of(tokenizer, layout)
 
         def teacher_cots(batch: dict[str, list]) -> dict[str, list]:
-            return {TEACHER_COT: fmt.cot_ids([cot[: self.config.teacher_steps(len(cot))] for cot in batch["cot"]])}
+            kept = [cot[: self.config.teacher_steps(len(cot))] for cot in batch["cot"]]
+            return {TEACHER_COT: fmt.cot_ids(kept, sentences=self.config.cot_sentences)}
 
         return dataset.map(teacher_cots, batched=True, desc="hf_icot: CODI's teacher CoTs")
 

@@ -93,6 +93,7 @@ class ScheduleArguments:
     distill_loss_div_std: bool = field(default=False, metadata=option_metadata("distill_loss_div_std"))
     ref_loss_factor: float = field(default=1.0, metadata=option_metadata("ref_loss_factor"))
     include_last_cot: bool = field(default=False, metadata=option_metadata("include_last_cot"))
+    cot_sentences: bool = field(default=False, metadata=option_metadata("cot_sentences"))
     # hf_icot.methods.pccot.PCCoTConfig
     loss_alpha: float = field(default=1.0, metadata=option_metadata("loss_alpha"))
     loss_beta: float = field(default=1.0, metadata=option_metadata("loss_beta"))

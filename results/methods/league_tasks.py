@@ -24,6 +24,10 @@ METHODS = {  # method (runs.yaml) -> (what the table calls it, the mode it answe
     "codi_t12": ("CODI, 12 thoughts (its scripts' settings; the thoughts sweep)", "latent"),
     "simcot_codi_t6": ("SIM-CoT on CODI, 6 thoughts (the thoughts sweep)", "latent"),
     "simcot_codi_t12": ("SIM-CoT on CODI, 12 thoughts (the thoughts sweep)", "latent"),
+    "coconut_t16": ("Coconut, 16 thoughts (c = 2; the thoughts sweep)", "latent"),
+    "simcot_coconut_t16": ("SIM-CoT on Coconut, 16 thoughts (the thoughts sweep)", "latent"),
+    "codi_t16": ("CODI, 16 thoughts (its scripts' settings; the thoughts sweep)", "latent"),
+    "simcot_codi_t16": ("SIM-CoT on CODI, 16 thoughts (the thoughts sweep)", "latent"),
     "full_cot": ("full CoT (answered with its CoT)", "explicit"),
     "e2e": ("end to end (no CoT ever)", "implicit"),
 }
@@ -98,6 +102,10 @@ TASKS = {
             "S1-counter7": ("simcot_coconut", "coconut_published"),
             "S2-counter7": ("simcot_codi", "codi_published"),
             "P1-counter7": ("pccot", "coconut_published"),
+            "T0-counter7-coconut": THOUGHTS,
+            "T1-counter7-coconut": THOUGHTS,
+            "T0-counter7-codi": THOUGHTS,
+            "T1-counter7-codi": THOUGHTS,
         },
         labels={
             "stepwise": "stepwise removal (R2's left curriculum; semiautomata records)",

@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, dict]]:
     if failed:  # no scores: their verdicts wait for a rerun through the harness
         partial += "\nFailed (no scores; rerun through the harness):\n\n" + "".join(f"* {line}\n" for line in failed)
     written = [path for task, task_rows in by_task.items() if (path := plot(task_rows, task, args.out))]
-    written += [path for path in [thoughts.plot(by_task.get("parity4", {}), args.out)] if path]
+    written += [path for task in thoughts.SWEEPS if (path := thoughts.plot(by_task.get(task, {}), task, args.out))]
     if args.readme is not None:
         curves = "".join(f"\n![{path.stem}: exact match in each method's own mode]({path.name})\n" for path in written)
         fill_section(args.readme, "table", f"{table}{partial}\n{NOTES}\n{curves}")

@@ -86,8 +86,8 @@ def cheaper_step(figures: Mapping[str, Any]) -> Decision:
     return decided("disagree", cuts[1]) if high <= DEARER else decided("inconclusive")
 
 
-#: The thoughts sweep (issue 53): a drop of more than this from 3 to 12 thoughts is a collapse; SIM-CoT helps when it
-#: gains at least this much at 12 thoughts
+#: The thoughts sweep (issue 53): a drop of more than this from the fewest thoughts to the most (parity4: 3 to 12;
+#: counter7: 8 to 16) is a collapse; SIM-CoT helps when it gains at least this much at the most
 SWEEP_MARGIN = 0.05
 
 
@@ -96,43 +96,47 @@ def _sweep(drop: tuple[list[float], list[float]], gain: tuple[list[float], list[
 
 
 @RULES.rule(
-    "T0-coconut", "T0-codi",
+    "T0-coconut", "T0-codi", "T0-counter7-coconut", "T0-counter7-codi",
     cases={"agree": _sweep(([0.6, 0.55, 0.62], [1.0, 1.0, 0.99]), ([0.6], [0.6])),
            "disagree": _sweep(([1.0, 0.99, 1.0], [1.0, 1.0, 0.99]), ([1.0], [1.0])),
            "inconclusive": [_sweep(([1.0, 0.5, 1.0], [1.0, 1.0, 0.99]), ([1.0], [1.0])),
                             _sweep(([0.9], [1.0]), ([1.0], [1.0]))]},
 )  # fmt: skip
 def collapses(figures: Mapping[str, Any]) -> Decision:
-    """T0 (registered 2026-12-07, issue 53, before its runs; SIM-CoT's premise): the method's accuracy falls as its
-    thoughts grow. ``drop`` = mean at 12 thoughts - mean at 3 (Welch): agree if its upper bound < -0.05, disagree if
-    its lower bound >= -0.05 (no fall of more than 5 points), else inconclusive (no interval included)."""
+    """T0 (registered 2026-12-07, issue 53, before its runs; counter7's rows 2026-12-08, before theirs; SIM-CoT's
+    premise): the method's accuracy falls as its thoughts grow. ``drop`` = mean at the most thoughts - mean at the
+    fewest (parity4: 12 and 3; counter7: 16 and 8; Welch): agree if its upper bound < -0.05, disagree if its lower
+    bound >= -0.05 (no fall of more than 5 points), else inconclusive (no interval included)."""
     drop = figures["drop"]
     if drop.low is None:
         return decided("inconclusive")
-    cut = Cut.of("accuracy at 12 thoughts - at 3", drop, -SWEEP_MARGIN)
+    cut = Cut.of("accuracy at the most thoughts - at the fewest", drop, -SWEEP_MARGIN)
     if drop.high < -SWEEP_MARGIN:
         return decided("agree", cut)
     return decided("disagree", cut) if drop.low >= -SWEEP_MARGIN else decided("inconclusive", cut)
 
 
 @RULES.rule(
-    "T1-coconut", "T1-codi",
+    "T1-coconut", "T1-codi", "T1-counter7-coconut", "T1-counter7-codi",
     cases={"agree": _sweep(([0.6, 0.55, 0.62], [1.0, 1.0, 0.99]), ([0.95, 0.97, 0.99], [0.6, 0.55, 0.62])),
            "disagree": _sweep(([0.6, 0.55, 0.62], [1.0, 1.0, 0.99]), ([0.6, 0.61, 0.6], [0.6, 0.6, 0.61])),
            "inconclusive": [_sweep(([1.0, 0.99, 1.0], [1.0, 1.0, 0.99]), ([1.0, 1.0, 1.0], [1.0, 0.99, 1.0])),
                             _sweep(([0.6, 0.55, 0.62], [1.0, 1.0, 0.99]), ([1.0, 0.5, 0.9], [0.6, 0.55, 0.62]))]},
 )  # fmt: skip
 def keeps_thoughts_apart(figures: Mapping[str, Any]) -> Decision:
-    """T1 (registered 2026-12-07, issue 53, before its runs): SIM-CoT's step supervision keeps the method's accuracy
-    as thoughts grow. Read only where the premise holds (``drop``, the plain method's accuracy at 12 thoughts - at 3,
-    has its upper bound < -0.05: T0 agrees); otherwise inconclusive (no collapse to prevent). ``gain`` = SIM-CoT's
-    mean at 12 thoughts - the plain method's (Welch): agree if its lower bound > 0, disagree if its upper bound
-    < 0.05 (no gain of 5 points shown), else inconclusive."""
+    """T1 (registered 2026-12-07, issue 53, before its runs; counter7's rows 2026-12-08, before theirs): SIM-CoT's step
+    supervision keeps the method's accuracy as thoughts grow. Read only where the premise holds (``drop``, the plain
+    method's accuracy at the most thoughts - at the fewest, has its upper bound < -0.05: T0 agrees); otherwise
+    inconclusive (no collapse to prevent). ``gain`` = SIM-CoT's mean at the most thoughts - the plain method's (Welch):
+    agree if its lower bound > 0, disagree if its upper bound < 0.05 (no gain of 5 points shown), else
+    inconclusive."""
     drop, gain = figures["drop"], figures["gain"]
     if drop.low is None or drop.high >= -SWEEP_MARGIN or gain.low is None:
         return decided("inconclusive")
-    cuts = (Cut.of("SIM-CoT - plain at 12 thoughts", gain, 0.0), Cut.of("SIM-CoT - plain at 12 thoughts", gain,
-                                                                        SWEEP_MARGIN))  # fmt: skip
+    cuts = (
+        Cut.of("SIM-CoT - plain at the most thoughts", gain, 0.0),
+        Cut.of("SIM-CoT - plain at the most thoughts", gain, SWEEP_MARGIN),
+    )
     if gain.low > 0:
         return decided("agree", cuts[0])
     return decided("disagree", cuts[1]) if gain.high < SWEEP_MARGIN else decided("inconclusive", *cuts)

@@ -44,6 +44,15 @@ def test_coconut_and_codi_files_become_schema_splits(tmp_path):
     assert dataset["train"]["cot"] == [["<<3+4=7>>", "<<7*1=7>>"], ["<<10/2=5>>"]]
     assert dataset["train"]["answer"] == ["7", "5"]  # CODI's '#### 5' loses its marker
 
+    natural = [  # GSM8k-Aug-NL rows: its icot-full branch splits the CoT at ". ", a decimal point stays inside
+        {"question": "A pen costs 1.5 dollars. How much do 4 pens cost?",
+         "cot": "4 pens cost 4*1.5 = 6 dollars. So the answer is 6.", "answer": "6"},
+        {"question": "What is 7 times 8?", "cot": "", "answer": "56"},
+    ]  # fmt: skip
+    nl = write(tmp_path / "gsm8k_aug_nl", "gsm8k_aug_nl_train.jsonl", natural, lines=True)
+    dataset, _ = build_dataset("latent_json", {"path": [str(nl)], "format": "codi_nl"})
+    assert dataset["train"]["cot"] == [["4 pens cost 4*1.5 = 6 dollars", "So the answer is 6."], []]
+
 
 def test_the_cli_writes_a_loadable_folder(tmp_path):
     write(tmp_path / "prosqa", "prosqa_valid.json", COCONUT_ROWS)

@@ -1,15 +1,14 @@
 """The multiplication builder: reference lines byte for byte, any digit count against big-int arithmetic, splits."""
 
 import random
-from pathlib import Path
 
 import pytest
 
 from datasets_builder.tasks import multiplication
 from datasets_builder.tasks.multiplication import Params, build, multiplication_example
 from hf_icot.cot import example_features, render_line
+from tests.anchor_data import ANCHOR, missing_anchor_message
 
-ANCHORS = Path(__file__).resolve().parents[3] / "shared" / "anchor-data" / "internalize_cot_step_by_step"
 ANCHOR_FILES = [(d, f) for d in (4, 5, 7, 9) for f in ("valid.txt", "test_bigbench.txt")]
 
 
@@ -46,7 +45,8 @@ def expected_example(a: int, b: int, a_digits: int, b_digits: int) -> dict:
 
 @pytest.mark.parametrize(("digits", "filename"), ANCHOR_FILES)
 def test_reference_files_regenerate_byte_for_byte(digits, filename):
-    path = ANCHORS / f"{digits}_by_{digits}_mult" / filename
+    path = ANCHOR / f"{digits}_by_{digits}_mult" / filename
+    assert path.is_file(), missing_anchor_message()
     text = path.read_text()
     lines = text.splitlines()
     assert len(lines) == 1000

@@ -1,15 +1,13 @@
 """The reference text task: anchor files round-trip byte for byte; malformed lines are reported, never dropped."""
 
-from pathlib import Path
-
 import datasets
 import pytest
 
 from datasets_builder import publish
 from datasets_builder.tasks import reference_text
 from hf_icot.cot import render_line
+from tests.anchor_data import ANCHOR, missing_anchor_message
 
-ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchor-data" / "internalize_cot_step_by_step"
 ANCHOR_FOLDERS = sorted(path.name for path in ANCHOR.iterdir() if path.is_dir()) if ANCHOR.is_dir() else []
 
 LINES = [
@@ -19,7 +17,9 @@ LINES = [
 
 
 def test_anchor_folders_are_present():
-    assert ANCHOR_FOLDERS == ["4_by_4_mult", "5_by_5_mult", "7_by_7_mult", "9_by_9_mult", "gsm8k"], ANCHOR
+    assert ANCHOR_FOLDERS == ["4_by_4_mult", "5_by_5_mult", "7_by_7_mult", "9_by_9_mult", "gsm8k"], (
+        missing_anchor_message()
+    )
 
 
 @pytest.mark.parametrize("folder", ANCHOR_FOLDERS)

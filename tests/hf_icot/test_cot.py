@@ -1,7 +1,5 @@
 """The shared schema, the reference text line, and truncate."""
 
-from pathlib import Path
-
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -18,8 +16,7 @@ from hf_icot.cot import (
     truncate,
     truncate_example,
 )
-
-ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchor-data" / "internalize_cot_step_by_step"
+from tests.anchor_data import ANCHOR, missing_anchor_message
 
 EXAMPLE = {"question": "1 2", "cot": ["a b", "c d e", "f"], "answer": "9", "cot_level": [1, 1, 2]}
 
@@ -34,7 +31,7 @@ def test_features_have_the_core_columns_and_extras():
 
 
 def test_anchor_data_is_present():
-    assert len(list(ANCHOR.glob("*/*.txt"))) == 10, f"the reference anchor files are expected under {ANCHOR}"
+    assert len(list(ANCHOR.glob("*/*.txt"))) == 10, missing_anchor_message()
 
 
 @pytest.mark.parametrize("path", sorted(ANCHOR.glob("*/*.txt")), ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -84,3 +84,26 @@ def test_the_recipe_answers_help_without_importing_torch(cache):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert "--num_train_epochs" in out and "exit 0" in out
     assert "torch imported: False datasets imported: False" in out
+
+
+def test_the_kept_flags_are_keyed_by_the_sources_this_process_loaded(cache):
+    """A process that outlives an edit of hf_icot's sources (a bench parsing recipe flags in-process for an hour) keeps
+    saving the flags of the code it runs under the state it loaded, never under the edited sources' key, where the next
+    fresh process would read them as its own."""
+    import os
+
+    names = [type_name(kind) for kind in TYPES]
+    before = flags_file(names)
+    source = REPO / "hf_icot" / "command_line" / "__init__.py"
+    stat = source.stat()
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # as an edit leaves it
+    try:
+        assert flags_file(names) == before
+        fresh = subprocess.run(
+            [sys.executable, "-c", "import sys; from hf_icot.command_line.flag_cache import flags_file; "
+             "print(flags_file(sys.argv[1:]))", *names],
+            capture_output=True, text=True, cwd=REPO, check=True,
+        )  # fmt: skip
+        assert fresh.stdout.strip() != str(before)  # a process started after the edit keys it anew
+    finally:
+        os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))

@@ -154,6 +154,16 @@ def test_codi_format_gives_its_train_py_student_teacher_labels_and_positions(bpe
     assert (batch["input_ids"] == start).nonzero()[:, 1].unique().numel() == 1
 
 
+def test_codi_cot_sentences_joins_the_teacher_as_its_natural_language_branch(bpe):
+    """GSM8k-Aug-NL (CODI's icot-full): the kept sentences joined by '. ' and closed by '.\\n'; no kept step, no text."""
+    schedule = build_schedule("codi", {"latent_format": "codi", "remove_eos": True, "num_latent": 3})
+    examples, method = prepared(bpe, schedule, {"cot_sentences": True})
+    expected = [enc(bpe, ". ".join(row["cot"][:-1]) + ".\n") if row["cot"][:-1] else [] for row in ROWS]
+    assert [list(example["teacher_cot_ids"]) for example in examples] == expected
+    spaced, _ = prepared(bpe, schedule)
+    assert list(spaced[0]["teacher_cot_ids"]) == enc(bpe, " ".join(ROWS[0]["cot"][:-1])) != expected[0]
+
+
 @pytest.mark.parametrize("remove_eos", [False, True])
 def test_codi_prompts_are_its_test_py_and_never_write_eot(bpe, remove_eos):
     start, latent, end = bpe.convert_tokens_to_ids(list(LATENT_TOKENS))
@@ -230,6 +240,8 @@ def test_a_run_in_a_methods_format_trains_and_answers_in_it(bpe, tmp_path, sched
          "latent_format 'tsv' is not allowed for codi; choose one of hf_icot, codi."),
         ({"schedule": "codi", "remove_eos": True},
          "remove_eos true is CODI's format's option; it applies with latent_format 'codi', not 'hf_icot'."),
+        ({"schedule": "codi", "cot_sentences": True},
+         "cot_sentences true is CODI's format's option; it applies with latent_format 'codi', not 'hf_icot'."),
     ],
 )  # fmt: skip
 def test_bad_format_options_are_one_sentence_when_the_config_is_built(tmp_path, options, message):

@@ -13,10 +13,14 @@ from hf_icot.cot import TruncationSpec, parse_line
 from hf_icot.curriculum.layout import SequenceLayout
 from hf_icot.data.collator import ICoTCollator
 from hf_icot.data.encoding import encode_prompt, reference_answer
+from tests.anchor_data import ANCHOR, missing_anchor_message
 from tests.recipes.conftest import save_tiny_gpt2
 
-ANCHOR = Path(__file__).resolve().parents[3] / "shared" / "anchor-data" / "internalize_cot_step_by_step"
 FILES = sorted(ANCHOR.glob("*/*.txt"))
+
+
+def test_anchor_files_are_present():
+    assert len(FILES) == 10, missing_anchor_message()
 
 
 def anchor_lines(path: Path) -> list[str]:

@@ -27,6 +27,7 @@ SETTINGS = {
     "codi_gsm8k_aug_gpt2": "gpt2",
     "codi_gsm8k_aug_nl_gpt2": "gpt2",
     "codi_gsm8k_aug_llama1b": "llama1b",
+    "codi_gsm8k_aug_nl_llama1b": "llama1b",
     "pccot_gsm8k_aug_gpt2": "gpt2",
     "simcot_coconut_gsm8k": "gpt2",
     "simcot_codi_gsm8k_aug_gpt2": "gpt2",
@@ -55,8 +56,9 @@ def write_rows(folder: Path, fmt: str, names: list[str]) -> list[str]:
         if fmt == "coconut":
             rows = [{"question": q, "steps": steps, "answer": a} for q, steps, a in GSM_ROWS]
             path.write_text(json.dumps(rows), encoding="utf-8")
-        else:
-            lines = [json.dumps({"question": q, "cot": " ".join(steps), "answer": a}) for q, steps, a in GSM_ROWS]
+        else:  # codi_nl: GSM8k-Aug-NL's natural-language CoT, one sentence per step
+            join = (lambda steps: ". ".join(s.strip("<>") for s in steps) + ".") if fmt == "codi_nl" else " ".join
+            lines = [json.dumps({"question": q, "cot": join(steps), "answer": a}) for q, steps, a in GSM_ROWS]
             path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         paths.append(str(path))
     return paths

@@ -273,7 +273,7 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
     five = ("_published_", "_simcot_", "_pccot_")  # issues 51 and 53: 5 seeds each (the thoughts sweep: 3)
     sweep = [run for run in runs if run.name.split("_", 1)[1].rsplit("_s", 1)[0] in SWEEP_ONLY]
     published = [run for run in runs if any(word in run.name for word in five) and run not in sweep]
-    assert len(sweep) == 8 * 3 and {run.seed for run in sweep} == {0, 1, 2}
+    assert len(sweep) == (8 + 4) * 3 and {run.seed for run in sweep} == {0, 1, 2}  # parity4's 6 and 12, counter7's 16
     rest = {run.seed for run in runs if not run.name.startswith("counter7_e2e_") and run not in published}
     assert sorted(rest) == [0, 1, 2]
     # parity4: 2 published rows and 3 of SIM-CoT / PCCoT; counter7: the same 5 (S1-P1-counter7 registered later)
@@ -288,7 +288,9 @@ def test_every_run_of_the_sweep_answers_in_the_mode_the_analysis_reads():
         method = run.name.split("_", 1)[1].rsplit("_s", 1)[0]
         assert run.command[run.command.index("--eval_modes") + 1] == make_results.METHODS[method][1], run.name
     fives = sum(SEEDS_OF.values())  # the methods of 5 seeds, all run on parity4
-    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * (len(METHODS) - len(SEEDS_OF)) + fives
+    counter7_only = {method for method in SWEEP_ONLY if method.endswith("_t16")}  # the sweep's counter7 rows
+    threes = len(METHODS) - len(SEEDS_OF) - len(counter7_only)
+    assert len([run for run in runs if run.name.startswith("parity4_")]) == 3 * threes + fives
 
 
 def test_a_seed_that_falls_off_the_plateau_late_does_not_stay_at_it():
@@ -356,6 +358,29 @@ def test_the_thoughts_sweep_reads_its_premise_before_sim_cots_gain(tmp_path):
     assert verdicts["T0-codi"]["verdict"] == "disagree" and verdicts["T1-codi"]["verdict"] == "inconclusive"
     image = matplotlib.image.imread(tmp_path / "out/thoughts_parity4.png")
     assert image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_the_thoughts_sweep_on_counter7_reads_8_against_16_thoughts(tmp_path):
+    """counter7's rows (registered 2026-12-08): 8 thoughts from the league's rows, 16 from the sweep's; CODI collapses
+    here and SIM-CoT does not keep it; Coconut holds. parity4's claims stay pending without their records."""
+    finals = {
+        "coconut_published": [1.0, 0.99, 1.0, 1.0, 0.98], "coconut_t16": [1.0, 0.99, 1.0],
+        "simcot_coconut_t16": [1.0, 1.0, 1.0], "codi_published": [1.0] * 5, "codi_t16": [0.5, 0.49, 0.51],
+        "simcot_codi_t16": [0.5, 0.5, 0.49],
+    }  # fmt: skip
+    for method, scores in finals.items():
+        for seed, _ in enumerate(scores):
+            _write(tmp_path / "runs", method, seed, 2, name=f"counter7_{method}", mode="latent", finals=scores)
+    ledger = _ledger(tmp_path)
+    _main(tmp_path, "--ledger", str(ledger))
+    verdicts = {row["id"]: row for row in read_ledger(ledger)}
+    assert verdicts["T0-counter7-codi"]["verdict"] == "agree"
+    assert verdicts["T0-counter7-codi"]["ours"].startswith("CODI at 16 thoughts - at 8: -0.500")
+    assert verdicts["T1-counter7-codi"]["verdict"] == "disagree"
+    assert verdicts["T0-counter7-coconut"]["verdict"] == "disagree"
+    assert verdicts["T1-counter7-coconut"]["verdict"] == "inconclusive"
+    assert verdicts["T0-coconut"]["verdict"] == "pending"
+    assert (tmp_path / "out/thoughts_counter7.png").is_file() and not (tmp_path / "out/thoughts_parity4.png").exists()
 
 
 def test_the_step_seconds_column_reads_step_seconds_json_beside_the_records(tmp_path):
