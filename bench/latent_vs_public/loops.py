@@ -310,7 +310,8 @@ def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: di
             codi_rows_needed: int, vocabulary: int = GPT2_VOCABULARY,
             codi_files: tuple[str, ...] = ("codi", "codi_padded", "codi_nl")) -> Workspace:  # fmt: skip
     """Write the rows (``rows_per_file`` per Coconut file; ``codi_rows_needed`` in each of ``codi_files``: ``codi``
-    its questions of one length, ``codi_padded`` of different lengths, ``codi_nl`` as ``codi`` in GSM8k-Aug-NL's shape)
+    its questions of one length, ``codi_padded`` of different lengths, ``codi_nl`` / ``codi_nl_padded`` as those in
+    GSM8k-Aug-NL's shape)
     and save the models of ``methods`` into
     ``root``. Without Coconut's checkout, ProsQA's rows are ProntoQA-like ones (another draw)."""
     from hf_icot.curriculum.layout import LATENT_TOKEN, LATENT_TOKENS
@@ -342,7 +343,8 @@ def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: di
             tokenizer.add_special_tokens({"pad_token": "[PAD]"})
             tokenizer.save_pretrained(folder)
         for name in codi_files:
-            rows = codi_rows(arithmetic, tokenizer, codi_rows_needed, name != "codi_padded", name == "codi_nl")
+            same_length, natural = not name.endswith("_padded"), name.startswith("codi_nl")
+            rows = codi_rows(arithmetic, tokenizer, codi_rows_needed, same_length, natural)
             work.files[name] = write_rows(root / name, name, rows)
     return work
 
