@@ -83,7 +83,9 @@ CODI_NL_ROWS = [
     {"question": "Sam had 20 marbles and lost 4, then won 9.  How many now?",
      "cot": "Sam had 20-4 = 16 marbles. Then he had 16+9 = 25 marbles. He has 25 now. That is all.", "answer": "25"},
 ]  # fmt: skip
-#: CODI's published formats: (name, its data_name, latent_json's format, its rows, remove_eos).
+#: CODI's rows by the name its settings give them.
+CODI_ROW_SETS = {"aug": CODI_ROWS, "nl": CODI_NL_ROWS}
+#: CODI's published formats: (name, its data_name, latent_json's format, its rows (CODI_ROW_SETS), remove_eos).
 CODI_SETTINGS = [
     ("CODI GSM8K-Aug, remove_eos false", "icot", "codi", "aug", False),
     ("CODI GSM8K-Aug, remove_eos true", "icot", "codi", "aug", True),
@@ -127,7 +129,7 @@ def corpus(prosqa: list[dict]) -> list[str]:
     texts = []
     for row in [*prosqa, *GSM_ROWS]:
         texts.append(row["question"] + "\n" + "\n".join(row["steps"]) + "\n### " + row["answer"])
-    for row in [*CODI_ROWS, *CODI_NL_ROWS]:
+    for row in [row for rows in CODI_ROW_SETS.values() for row in rows]:
         texts.append(f"{row['question']} {row['cot']} The answer is: {row['answer']}")
     return texts * 4
 
@@ -282,8 +284,7 @@ def codi_table(codi_repo: Path, tokenizer: Any, folder: Path, files: dict[str, P
         schedule = build_schedule("codi", {"latent_format": "codi", "remove_eos": remove_eos, "num_latent": 6})
         options = {"cot_sentences": fmt == "codi_nl"}
         examples, method = our_prepared(files[rows], tokenizer, schedule, options, fmt)
-        rows_in = CODI_NL_ROWS if rows == "nl" else CODI_ROWS
-        theirs = codi_their_batch(codi_repo, folder, rows_in, remove_eos, ids, data_name)
+        theirs = codi_their_batch(codi_repo, folder, CODI_ROW_SETS[rows], remove_eos, ids, data_name)
         n_rows, n_latent = len(theirs["encoder_input_ids"]), schedule.num_latent
         width = theirs["encoder_input_ids"].shape[1]
         # CODI keeps rows in order and drops some: each of its rows is the one of ours that its question, separator
@@ -344,7 +345,7 @@ def main() -> None:
         files[name].parent.mkdir()
         files[name].write_text(json.dumps(rows))
     codi_files = {"aug": work / "gsm8k_aug" / "gsm8k_aug_train.json", "nl": work / "gsm8k_aug_nl" / "nl_train.json"}
-    for key, rows in (("aug", CODI_ROWS), ("nl", CODI_NL_ROWS)):
+    for key, rows in CODI_ROW_SETS.items():
         codi_files[key].parent.mkdir()
         codi_files[key].write_text(json.dumps(rows))
     folder = work / "gpt2-bpe"  # CODI picks LoRA modules by the model's name: it must say gpt2

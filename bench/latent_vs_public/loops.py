@@ -311,9 +311,7 @@ def prepare(root: Path, coconut_repo: Path | None, methods: set[str], shapes: di
             codi_files: tuple[str, ...] = ("codi", "codi_padded", "codi_nl")) -> Workspace:  # fmt: skip
     """Write the rows (``rows_per_file`` per Coconut file; ``codi_rows_needed`` in each of ``codi_files``: ``codi``
     its questions of one length, ``codi_padded`` of different lengths, ``codi_nl`` / ``codi_nl_padded`` as those in
-    GSM8k-Aug-NL's shape)
-    and save the models of ``methods`` into
-    ``root``. Without Coconut's checkout, ProsQA's rows are ProntoQA-like ones (another draw)."""
+    GSM8k-Aug-NL's shape) and save the models of ``methods`` into ``root``. Without Coconut's checkout, ProsQA's rows are ProntoQA-like ones (another draw)."""
     from hf_icot.curriculum.layout import LATENT_TOKEN, LATENT_TOKENS
 
     work = Workspace(root)

@@ -276,7 +276,7 @@ def verdicts(by_task: dict[str, dict], missing: dict | None = None, cost: Path |
             elif rule == STEP_COST:
                 results[claim] = step_cost.verdict(cost)
             elif rule == THOUGHTS:
-                results[claim] = thoughts.verdict(rows, claim, missing, _waiting)
+                results[claim] = thoughts.verdict(rows, claim, name, missing, _waiting)
             elif rule[0] == STABLE:
                 results[claim] = stability(rows, claim, name, rule[1], missing)
             else:

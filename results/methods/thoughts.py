@@ -53,13 +53,11 @@ SWEEP_ONLY = {
     for thoughts, method in family.items()
     if thoughts != min(family)
 }
-#: claim -> (task, the plain family, the SIM-CoT family or None for T0)
-CLAIMS = {"T0-coconut": ("parity4", "coconut", None), "T1-coconut": ("parity4", "coconut", "simcot_coconut"),
-          "T0-codi": ("parity4", "codi", None), "T1-codi": ("parity4", "codi", "simcot_codi"),
-          "T0-counter7-coconut": ("counter7", "coconut", None),
-          "T1-counter7-coconut": ("counter7", "coconut", "simcot_coconut"),
-          "T0-counter7-codi": ("counter7", "codi", None),
-          "T1-counter7-codi": ("counter7", "codi", "simcot_codi")}  # fmt: skip
+#: claim -> (the plain family, the SIM-CoT family or None for T0); its task is the one league_tasks.TASKS files it under
+CLAIMS = {"T0-coconut": ("coconut", None), "T1-coconut": ("coconut", "simcot_coconut"),
+          "T0-codi": ("codi", None), "T1-codi": ("codi", "simcot_codi"),
+          "T0-counter7-coconut": ("coconut", None), "T1-counter7-coconut": ("coconut", "simcot_coconut"),
+          "T0-counter7-codi": ("codi", None), "T1-counter7-codi": ("codi", "simcot_codi")}  # fmt: skip
 
 
 def signed(summary: Summary) -> str:
@@ -76,12 +74,12 @@ def unrecorded(rows: dict[str, dict], methods: tuple[str, ...], seeds: int, shor
     return {"verdict": "pending", "flag": "", "seeds": seeds, "ours": f"no record of {' or '.join(absent)} yet{short}"}
 
 
-def verdict(rows: dict[str, dict], claim: str, missing: dict, waiting: Callable) -> dict:
+def verdict(rows: dict[str, dict], claim: str, task: str, missing: dict, waiting: Callable) -> dict:
     """T0 / T1 (``claim``) by its rule: ``drop`` = the plain method's final test scores at the task's most thoughts
     minus at its fewest (parity4: 12 and 3; counter7: 16 and 8), ``gain`` = SIM-CoT's at the most minus the plain
     method's there (Welch); pending while a row it reads is short (see ``make_results._waiting``, passed as
-    ``waiting``). ``rows``: the claim's task's."""
-    task, plain, simcot = CLAIMS[claim]
+    ``waiting``). ``rows``: ``task``'s."""
+    plain, simcot = CLAIMS[claim]
     sweep = SWEEPS[task]
     fewest, most = min(sweep[plain]), max(sweep[plain])
     needed = (sweep[plain][fewest], sweep[plain][most], *((sweep[simcot][most],) if simcot else ()))
